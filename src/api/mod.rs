@@ -1,0 +1,33 @@
+//! Typed `machineconfiguration.openshift.io/v1` resources (and the few other kinds we read).
+//!
+//! Owns only data shapes and small accessors; no I/O. Every type tolerates unknown fields so
+//! that objects from newer clusters still deserialize; types we write (MachineConfigNode) must
+//! produce objects the real CRD schema in `shared/crds/` accepts.
+
+pub mod imagebuild;
+pub mod machineconfig;
+pub mod machineconfignode;
+
+pub use machineconfig::{
+    ControllerConfig, ControllerConfigSpec, MachineConfig, MachineConfigPool,
+    MachineConfigPoolSpec, MachineConfigPoolStatus, MachineConfigSpec, PoolConfiguration,
+};
+
+/// API group of every MCO resource.
+pub const GROUP: &str = "machineconfiguration.openshift.io";
+/// `apiVersion` of every MCO resource.
+pub const API_VERSION: &str = "machineconfiguration.openshift.io/v1";
+
+/// Node annotation keys the MCO daemon and this server agree on.
+pub mod annotations {
+    pub const CURRENT_CONFIG: &str = "machineconfiguration.openshift.io/currentConfig";
+    pub const DESIRED_CONFIG: &str = "machineconfiguration.openshift.io/desiredConfig";
+    pub const FIRST_PIVOT_CONFIG: &str = "machineconfiguration.openshift.io/firstPivotConfig";
+    pub const STATE: &str = "machineconfiguration.openshift.io/state";
+    pub const CURRENT_IMAGE: &str = "machineconfiguration.openshift.io/currentImage";
+    pub const DESIRED_IMAGE: &str = "machineconfiguration.openshift.io/desiredImage";
+    /// MachineConfig annotation naming an image chosen at install time (install-time image mode).
+    pub const PRE_BUILT_IMAGE: &str = "machineconfiguration.openshift.io/pre-built-image";
+    /// Value of [`STATE`] once a node has finished updating.
+    pub const STATE_DONE: &str = "Done";
+}

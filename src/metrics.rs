@@ -1,0 +1,3 @@
+//! Prometheus metrics registry owned by the application state.
+//!
+//! Placeholder: the operations work (issue 7) implements it.

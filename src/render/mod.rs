@@ -1,0 +1,3 @@
+//! Pure render pipeline (placeholder, defined next).
+
+pub mod layered;

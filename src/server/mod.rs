@@ -1,0 +1,3 @@
+//! HTTP surface: routing, status mapping, TLS and listeners.
+
+pub mod tls;

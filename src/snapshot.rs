@@ -1,0 +1,1 @@
+//! The immutable state a render reads (placeholder, defined next).

@@ -1,0 +1,1 @@
+//! Sources own all I/O that produces state and publish immutable [`crate::snapshot::Snapshot`]s.
