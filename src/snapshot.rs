@@ -1,1 +1,70 @@
-//! The immutable state a render reads (placeholder, defined next).
+//! The immutable state a render reads. A source builds a new [`Snapshot`] whenever any of its
+//! inputs changes and publishes it behind an `Arc` with a higher generation; renders and the
+//! payload cache key on that generation, so nothing on the request path touches I/O.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::api::{ControllerConfig, MachineConfig, MachineConfigPool};
+use crate::render::layered::LayeredInputs;
+
+/// Which kind of source produced the snapshot; it decides a few upstream status-code rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `machine-config-server bootstrap`: a base directory on the installer's bootstrap node.
+    Bootstrap,
+    /// `machine-config-server start`: Kubernetes watch caches.
+    Cluster,
+}
+
+/// An input object that could not be loaded. Kept in the snapshot so that a broken file or
+/// object fails only the requests that need it, with the reason, while other pools keep working.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LoadError {
+    /// The file (bootstrap) does not exist.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The file or object exists but is not valid.
+    #[error("{what} is invalid: {reason}")]
+    Invalid { what: String, reason: String },
+}
+
+/// One loaded input: the object or why it could not be loaded.
+pub type Loaded<T> = Result<Arc<T>, LoadError>;
+
+/// Everything a render needs, immutable once published.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// Increases with every published change; part of every payload cache key.
+    pub generation: u64,
+    pub mode: Mode,
+    /// MachineConfigPools by name. Bootstrap mode holds only the pools it can serve
+    /// (`master`, `arbiter`), with a [`LoadError`] for a missing or broken file.
+    pub pools: BTreeMap<String, Loaded<MachineConfigPool>>,
+    /// Rendered MachineConfigs by name (those referenced by a pool, in bootstrap mode).
+    pub machine_configs: BTreeMap<String, Loaded<MachineConfig>>,
+    /// The `machine-config-controller` ControllerConfig (its CA bundles are served).
+    pub controller_config: Option<Loaded<ControllerConfig>>,
+    /// The kubeconfig written to `/etc/kubernetes/kubeconfig` on the node.
+    pub kubeconfig: Arc<[u8]>,
+    /// Bootstrap `--bootstrap-certs name=file`: served as `/etc/docker/certs.d/<name>/ca.crt`.
+    pub registry_certs: Vec<(String, Arc<[u8]>)>,
+    /// Cluster-mode inputs of the layered-image decision (empty in bootstrap mode).
+    pub layered: LayeredInputs,
+}
+
+impl Snapshot {
+    /// A snapshot with nothing in it, for the given mode.
+    pub fn empty(mode: Mode) -> Self {
+        Snapshot {
+            generation: 0,
+            mode,
+            pools: BTreeMap::new(),
+            machine_configs: BTreeMap::new(),
+            controller_config: None,
+            kubeconfig: Arc::from(Vec::new()),
+            registry_certs: Vec::new(),
+            layered: LayeredInputs::default(),
+        }
+    }
+}
