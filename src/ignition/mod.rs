@@ -92,7 +92,10 @@ pub fn parse_config(raw: Option<&serde_json::Value>) -> Result<Config, ParseErro
 }
 
 /// Translate the canonical config to `target` as a JSON value, empty fields omitted.
-pub fn to_value_as(config: &Config, target: SpecVersion) -> Result<serde_json::Value, TranslateError> {
+pub fn to_value_as(
+    config: &Config,
+    target: SpecVersion,
+) -> Result<serde_json::Value, TranslateError> {
     if target != SpecVersion::V3_5 {
         return Err(TranslateError {
             target,
