@@ -10,9 +10,12 @@
 //! - [`server`]: routes, status mapping, TLS, listeners.
 //! - [`mcn`]: MachineConfigNode publisher (cluster mode).
 //! - [`metrics`], [`telemetry`]: Prometheus registry and tracing set-up.
+//! - [`cli`], [`app`]: command line, validation, start-up and shutdown wiring.
 
 pub mod api;
+pub mod app;
 pub mod cache;
+pub mod cli;
 pub mod ignition;
 pub mod mcn;
 pub mod metrics;

@@ -32,6 +32,9 @@ pub enum LoadError {
 /// One loaded input: the object or why it could not be loaded.
 pub type Loaded<T> = Result<Arc<T>, LoadError>;
 
+/// A loaded file's bytes, or why it could not be read.
+pub type LoadedBytes = Result<Arc<[u8]>, LoadError>;
+
 /// Everything a render needs, immutable once published.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
@@ -48,7 +51,7 @@ pub struct Snapshot {
     /// The kubeconfig written to `/etc/kubernetes/kubeconfig` on the node.
     pub kubeconfig: Arc<[u8]>,
     /// Bootstrap `--bootstrap-certs name=file`: served as `/etc/docker/certs.d/<name>/ca.crt`.
-    pub registry_certs: Vec<(String, Arc<[u8]>)>,
+    pub registry_certs: Vec<(String, LoadedBytes)>,
     /// Cluster-mode inputs of the layered-image decision (empty in bootstrap mode).
     pub layered: LayeredInputs,
 }

@@ -56,7 +56,11 @@ pub struct MachineOSConfigStatus {
     pub current_image_pull_spec: Option<String>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
-    #[serde(default, rename = "machineOSBuild", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "machineOSBuild",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub machine_os_build: Option<NameRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

@@ -7,7 +7,7 @@
 //! - [`parse_config`]: any accepted spec (2.0-2.2, 3.0-3.5) -> canonical 3.5
 //! - [`serialize_as`]: canonical 3.5 -> JSON bytes of the requested spec, empty fields omitted
 //! - [`to_value_as`]: the same as a `serde_json::Value` (for the encapsulated MachineConfig)
-//! - [`empty_config`]: `{"ignition":{"version":"3.5.0"}}`
+//! - [`empty_config`]: an empty 3.5 config
 //! - [`accept::negotiate`], [`dataurl::encode`], [`dataurl::decode`]
 
 pub mod accept;

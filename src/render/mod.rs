@@ -7,9 +7,15 @@
 
 pub mod layered;
 
-use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use crate::ignition::{ParseError, SpecVersion, TranslateError};
+use bytes::Bytes;
+use ignition_config::v3_5 as ign;
+
+use crate::api::{annotations, MachineConfig};
+use crate::ignition::{self, dataurl, Config, ParseError, SpecVersion, TranslateError};
+use crate::snapshot::{LoadError, Mode, Snapshot};
 
 /// A rendered payload, ready to serve.
 #[derive(Clone, Debug)]
@@ -79,4 +85,312 @@ impl RenderError {
             Self::NotReady => "not_ready",
         }
     }
+}
+
+/// Where the node's initial annotations are written; the daemon reads them on first boot.
+pub const NODE_ANNOTATIONS_PATH: &str = "/etc/machine-config-daemon/node-annotations.json";
+/// The node's bootstrap kubeconfig.
+pub const KUBECONFIG_PATH: &str = "/etc/kubernetes/kubeconfig";
+/// The whole MachineConfig, for the daemon's first boot.
+pub const MACHINE_CONFIG_CONTENT_PATH: &str = "/etc/mcs-machine-config-content.json";
+/// The MachineConfig with an empty Ignition config, the daemon's "current config" on first boot.
+pub const ENCAPSULATED_PATH: &str = "/etc/ignition-machine-config-encapsulated.json";
+/// ControllerConfig `kubeAPIServerServingCAData` goes here.
+pub const KUBELET_CA_PATH: &str = "/etc/kubernetes/kubelet-ca.crt";
+/// ControllerConfig `cloudProviderCAData` goes here.
+pub const CLOUD_PROVIDER_CA_PATH: &str =
+    "/etc/kubernetes/static-pod-resources/configmaps/cloud-config/ca-bundle.pem";
+/// Bootstrap `--bootstrap-certs name=file` are served below this directory.
+pub const REGISTRY_CERTS_DIR: &str = "/etc/docker/certs.d";
+/// Mode of every appended file (0644), as the original.
+const APPENDED_FILE_MODE: i64 = 0o644;
+
+/// Pools the bootstrap server agrees to serve; any other pool is refused (500), as the original.
+pub const BOOTSTRAP_POOLS: [&str; 2] = ["master", "arbiter"];
+
+/// Render the Ignition config for `pool` at spec `version` from `snapshot`.
+pub fn render(
+    snapshot: &Snapshot,
+    pool: &str,
+    version: SpecVersion,
+) -> Result<Rendered, RenderError> {
+    let machine_config = select_machine_config(snapshot, pool)?;
+    let name = machine_config.metadata.name.clone().unwrap_or_default();
+    let image = layered_image(snapshot, pool, &machine_config);
+
+    let mut config =
+        ignition::parse_config(machine_config.spec.config.as_ref()).map_err(|source| {
+            RenderError::Parse {
+                name: name.clone(),
+                source,
+            }
+        })?;
+    // Every mutation below works on this copy: the snapshot is shared and immutable.
+    let mut machine_config = (*machine_config).clone();
+    migrate_kernel_arguments(&mut config, &mut machine_config, version)?;
+    add_controller_config_cas(snapshot, &mut config)?;
+    if let Some(image) = &image {
+        machine_config.spec.os_image_url = image.clone();
+    }
+    let node_image = node_annotation_image(&machine_config, image.as_deref());
+
+    append_file(
+        &mut config,
+        NODE_ANNOTATIONS_PATH,
+        node_annotations(&name, node_image).as_bytes(),
+    );
+    append_file(&mut config, KUBECONFIG_PATH, &snapshot.kubeconfig);
+    append_file(
+        &mut config,
+        MACHINE_CONFIG_CONTENT_PATH,
+        &to_json_indented(&machine_config, &name)?,
+    );
+    for (registry, cert) in &snapshot.registry_certs {
+        let cert = cert
+            .as_ref()
+            .map_err(|e| RenderError::InvalidInput(e.to_string()))?;
+        append_file(
+            &mut config,
+            &format!("{REGISTRY_CERTS_DIR}/{registry}/ca.crt"),
+            cert,
+        );
+    }
+    append_file(
+        &mut config,
+        ENCAPSULATED_PATH,
+        &encapsulated_machine_config(&machine_config, &name, version)?,
+    );
+
+    let body =
+        ignition::serialize_as(&config, version).map_err(|source| RenderError::Translate {
+            name: name.clone(),
+            source,
+        })?;
+    Ok(Rendered {
+        body: Bytes::from(body),
+        rendered_config: name,
+        version,
+        image,
+    })
+}
+
+/// Step 1: the rendered MachineConfig for the pool, with the original's status-code rules.
+fn select_machine_config(
+    snapshot: &Snapshot,
+    pool: &str,
+) -> Result<Arc<MachineConfig>, RenderError> {
+    match snapshot.mode {
+        Mode::Bootstrap => {
+            if !BOOTSTRAP_POOLS.contains(&pool) {
+                return Err(RenderError::PoolNotServed(pool.to_string()));
+            }
+            let pool_object = match snapshot.pools.get(pool) {
+                None => return Err(RenderError::NotFound(format!("pool {pool:?} not found"))),
+                Some(Err(LoadError::NotFound(what))) => {
+                    return Err(RenderError::NotFound(what.clone()))
+                }
+                Some(Err(e)) => return Err(RenderError::InvalidInput(e.to_string())),
+                Some(Ok(p)) => p,
+            };
+            let name = pool_object
+                .status
+                .as_ref()
+                .map(|s| s.configuration.name.as_str())
+                .unwrap_or_default();
+            match snapshot.machine_configs.get(name) {
+                None => Err(RenderError::NotFound(format!(
+                    "machine config {name:?} of pool {pool:?} not found"
+                ))),
+                Some(Err(LoadError::NotFound(what))) => Err(RenderError::NotFound(what.clone())),
+                Some(Err(e)) => Err(RenderError::InvalidInput(e.to_string())),
+                Some(Ok(mc)) => Ok(mc.clone()),
+            }
+        }
+        Mode::Cluster => {
+            let pool_object = match snapshot.pools.get(pool) {
+                None => return Err(RenderError::UnknownPool(pool.to_string())),
+                Some(Err(e)) => return Err(RenderError::InvalidInput(e.to_string())),
+                Some(Ok(p)) => p,
+            };
+            let name = pool_object.served_config_name();
+            match snapshot.machine_configs.get(name) {
+                Some(Ok(mc)) if !name.is_empty() => Ok(mc.clone()),
+                Some(Err(e)) => Err(RenderError::InvalidInput(e.to_string())),
+                _ => Err(RenderError::MissingMachineConfig {
+                    pool: pool.to_string(),
+                    name: name.to_string(),
+                }),
+            }
+        }
+    }
+}
+
+/// The OS image to serve for a layered pool (cluster mode only), `None` for the base image.
+///
+/// HOOK for the layered-pools work: call `layered::decide` here.
+fn layered_image(
+    snapshot: &Snapshot,
+    _pool: &str,
+    _machine_config: &MachineConfig,
+) -> Option<String> {
+    match snapshot.mode {
+        Mode::Bootstrap => None,
+        Mode::Cluster => None,
+    }
+}
+
+/// The image written to the node annotations: an install-time `pre-built-image` annotation on
+/// the MachineConfig wins over a resolved layered image, in both modes.
+fn node_annotation_image<'a>(
+    machine_config: &'a MachineConfig,
+    image: Option<&'a str>,
+) -> Option<&'a str> {
+    machine_config
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(annotations::PRE_BUILT_IMAGE))
+        .map(String::as_str)
+        .filter(|pre_built| !pre_built.is_empty())
+        .or(image)
+}
+
+/// Step 3: below spec 3.3 Ignition has no kernel arguments; the daemon applies the MachineConfig's
+/// `spec.kernelArguments` instead, so `shouldExist` entries move there (verbatim, not split).
+fn migrate_kernel_arguments(
+    config: &mut Config,
+    machine_config: &mut MachineConfig,
+    version: SpecVersion,
+) -> Result<(), RenderError> {
+    if version >= SpecVersion::V3_3 {
+        return Ok(());
+    }
+    let Some(kernel_arguments) = config.kernel_arguments.take() else {
+        return Ok(());
+    };
+    if kernel_arguments
+        .should_not_exist
+        .as_ref()
+        .is_some_and(|v| !v.is_empty())
+    {
+        return Err(RenderError::KernelArguments(version));
+    }
+    machine_config
+        .spec
+        .kernel_arguments
+        .extend(kernel_arguments.should_exist.unwrap_or_default());
+    Ok(())
+}
+
+/// Step 4: the ControllerConfig's CA bundles replace an existing file's contents or are appended.
+fn add_controller_config_cas(snapshot: &Snapshot, config: &mut Config) -> Result<(), RenderError> {
+    let controller_config = match &snapshot.controller_config {
+        Some(Ok(cc)) => cc,
+        Some(Err(e)) => return Err(RenderError::InvalidInput(format!("controller config: {e}"))),
+        None => {
+            return Err(RenderError::InvalidInput(
+                "controller config machine-config-controller not found".into(),
+            ))
+        }
+    };
+    let invalid = |field: &str, e: base64::DecodeError| {
+        RenderError::InvalidInput(format!(
+            "controller config {field} is not valid base64: {e}"
+        ))
+    };
+    let kubelet_ca = controller_config
+        .spec
+        .kube_api_server_serving_ca()
+        .map_err(|e| invalid("kubeAPIServerServingCAData", e))?;
+    let cloud_ca = controller_config
+        .spec
+        .cloud_provider_ca()
+        .map_err(|e| invalid("cloudProviderCAData", e))?;
+    if let Some(data) = kubelet_ca {
+        replace_or_append_file(config, KUBELET_CA_PATH, &data);
+    }
+    if let Some(data) = cloud_ca {
+        replace_or_append_file(config, CLOUD_PROVIDER_CA_PATH, &data);
+    }
+    Ok(())
+}
+
+fn replace_or_append_file(config: &mut Config, path: &str, contents: &[u8]) {
+    let files = config
+        .storage
+        .get_or_insert_with(Default::default)
+        .files
+        .get_or_insert_with(Vec::new);
+    match files.iter_mut().find(|f| f.path == path) {
+        Some(file) => {
+            file.contents.get_or_insert_with(Default::default).source =
+                Some(dataurl::encode(contents));
+        }
+        None => append_file(config, path, contents),
+    }
+}
+
+/// Append a file the way the original does: overwrite, mode 0644, contents as a `data:,` URL.
+pub fn append_file(config: &mut Config, path: &str, contents: &[u8]) {
+    let mut file = ign::File::new(path.to_string());
+    file.overwrite = Some(true);
+    file.mode = Some(APPENDED_FILE_MODE);
+    file.contents = Some(ign::Resource {
+        source: Some(dataurl::encode(contents)),
+        ..Default::default()
+    });
+    config
+        .storage
+        .get_or_insert_with(Default::default)
+        .files
+        .get_or_insert_with(Vec::new)
+        .push(file);
+}
+
+/// The node annotations file: the config the node starts at, and the image when one is served.
+/// Keys are sorted, as Go marshals a map.
+pub fn node_annotations(rendered_config: &str, image: Option<&str>) -> String {
+    let mut values = BTreeMap::from([
+        (annotations::CURRENT_CONFIG, rendered_config),
+        (annotations::DESIRED_CONFIG, rendered_config),
+        (annotations::FIRST_PIVOT_CONFIG, rendered_config),
+        (annotations::STATE, annotations::STATE_DONE),
+    ]);
+    if let Some(image) = image {
+        values.insert(annotations::CURRENT_IMAGE, image);
+        values.insert(annotations::DESIRED_IMAGE, image);
+    }
+    serde_json::to_string(&values).unwrap_or_default()
+}
+
+/// The MachineConfig with `spec.config` replaced by an empty config of the requested version.
+/// (The original's bootstrap mode always encapsulates 3.5; we encapsulate the requested version in
+/// both modes, as its cluster mode does.)
+fn encapsulated_machine_config(
+    machine_config: &MachineConfig,
+    name: &str,
+    version: SpecVersion,
+) -> Result<Vec<u8>, RenderError> {
+    let empty = ignition::to_value_as(&ignition::empty_config(), version).map_err(|source| {
+        RenderError::Translate {
+            name: name.to_string(),
+            source,
+        }
+    })?;
+    let mut encapsulated = machine_config.clone();
+    encapsulated.spec.config = Some(empty);
+    serde_json::to_vec(&encapsulated)
+        .map_err(|e| RenderError::InvalidInput(format!("machine config {name:?}: {e}")))
+}
+
+/// `json.MarshalIndent(mc, "", "    ")`.
+fn to_json_indented(machine_config: &MachineConfig, name: &str) -> Result<Vec<u8>, RenderError> {
+    use serde::Serialize as _;
+    let mut out = Vec::new();
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
+    machine_config
+        .serialize(&mut serializer)
+        .map_err(|e| RenderError::InvalidInput(format!("machine config {name:?}: {e}")))?;
+    Ok(out)
 }

@@ -1,3 +1,192 @@
-//! HTTP surface: routing, status mapping, TLS and listeners.
+//! HTTP surface: routing, the one error-to-status mapping, TLS and listeners.
+//!
+//! The routes match the original server on both ports: `GET`/`HEAD /config/<pool>`, `/healthz`,
+//! and 404/405 for everything else, with empty bodies and `Content-Length: 0` on every error.
+//! The handler never performs I/O: it reads the current snapshot and the payload cache.
 
+pub mod listener;
+pub mod pool_path;
 pub mod tls;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::Router;
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, USER_AGENT};
+use http::{HeaderValue, Method, Response, StatusCode};
+use tokio::sync::watch;
+
+use crate::ignition::accept;
+use crate::render::{self, RenderError, Rendered};
+use crate::snapshot::Snapshot;
+
+/// Shared state of the request handlers: cheap handles only.
+#[derive(Clone)]
+pub struct AppState {
+    /// The latest snapshot published by the source.
+    pub snapshots: watch::Receiver<Arc<Snapshot>>,
+    /// False until the source has a complete view (cluster mode: every cache synced).
+    pub ready: watch::Receiver<bool>,
+}
+
+/// The remote address of the connection a request arrived on (set by the listener).
+#[derive(Clone, Copy, Debug)]
+pub struct RemoteAddr(pub SocketAddr);
+
+/// The router shared by the secure and insecure listeners.
+pub fn router(state: AppState) -> Router {
+    Router::new().fallback(dispatch).with_state(state)
+}
+
+/// Route by path by hand: the original's `ServeMux` rules (prefix `/config/`, exact `/healthz`,
+/// everything else the default handler) are simpler to state than to express as axum routes.
+async fn dispatch(State(state): State<AppState>, request: Request) -> Response<Body> {
+    let path = request.uri().path();
+    if path == "/healthz" {
+        return empty(if is_read(request.method()) {
+            StatusCode::OK
+        } else {
+            StatusCode::METHOD_NOT_ALLOWED
+        });
+    }
+    if path.starts_with("/config/") {
+        return config(state, request).await;
+    }
+    empty(if is_read(request.method()) {
+        StatusCode::NOT_FOUND
+    } else {
+        StatusCode::METHOD_NOT_ALLOWED
+    })
+}
+
+fn is_read(method: &Method) -> bool {
+    method == Method::GET || method == Method::HEAD
+}
+
+/// `GET`/`HEAD /config/<pool>`.
+async fn config(state: AppState, request: Request) -> Response<Body> {
+    // Only the head is needed; the body of a GET/HEAD is never read.
+    let (request, _body) = request.into_parts();
+    if !is_read(&request.method) {
+        return empty(StatusCode::METHOD_NOT_ALLOWED);
+    }
+    let head = request.method == Method::HEAD;
+    let header = |name| {
+        request
+            .headers
+            .get(name)
+            .map(|v: &HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    };
+    let accept_header = header(ACCEPT);
+    let user_agent = header(USER_AGENT).unwrap_or_default();
+    let remote = request
+        .extensions
+        .get::<RemoteAddr>()
+        .map(|r| r.0.to_string())
+        .unwrap_or_default();
+
+    let pool = match pool_path::pool_from_path(request.uri.path()) {
+        Ok(pool) => pool,
+        Err(e) => {
+            tracing::info!(path = request.uri.path(), %remote, %user_agent, reason = %e, "rejected config request");
+            return empty(e.status());
+        }
+    };
+    tracing::info!(
+        %pool, %remote, %user_agent, accept = accept_header.as_deref().unwrap_or(""),
+        "config requested"
+    );
+    let version = match accept::negotiate(accept_header.as_deref()) {
+        Ok(version) => version,
+        Err(e) => {
+            tracing::info!(%pool, error = %e, "unsupported Ignition version requested");
+            return empty(StatusCode::BAD_REQUEST);
+        }
+    };
+    if !*state.ready.borrow() {
+        tracing::info!(%pool, "not ready: caches have not synced yet");
+        return empty(StatusCode::SERVICE_UNAVAILABLE);
+    }
+    let snapshot = state.snapshots.borrow().clone();
+    let rendered = {
+        let pool = pool.clone();
+        tokio::task::spawn_blocking(move || render::render(&snapshot, &pool, version)).await
+    };
+    match rendered {
+        Ok(Ok(rendered)) => {
+            tracing::debug!(%pool, spec_version = %version, bytes = rendered.body.len(), "config served");
+            ok_json(&rendered, head)
+        }
+        Ok(Err(e)) => {
+            let status = status_for(&e);
+            if status.is_server_error() {
+                tracing::error!(%pool, spec_version = %version, error = %ErrorChain(&e), "could not serve config");
+            } else {
+                tracing::info!(%pool, spec_version = %version, error = %ErrorChain(&e), "config not found");
+            }
+            empty(status)
+        }
+        Err(e) => {
+            tracing::error!(%pool, error = %e, "render task failed");
+            empty(StatusCode::INTERNAL_SERVER_ERROR)
+        }
+    }
+}
+
+/// The one place render errors become HTTP statuses. Ignition retries every 5xx forever and gives
+/// up on a 4xx, so only "this config cannot exist" answers are 4xx.
+pub fn status_for(error: &RenderError) -> StatusCode {
+    match error {
+        RenderError::NotFound(_) => StatusCode::NOT_FOUND,
+        RenderError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
+        RenderError::PoolNotServed(_)
+        | RenderError::UnknownPool(_)
+        | RenderError::MissingMachineConfig { .. }
+        | RenderError::InvalidInput(_)
+        | RenderError::Parse { .. }
+        | RenderError::KernelArguments(_)
+        | RenderError::Translate { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// Displays an error with its `source()` chain: `outer: inner: root`.
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
+}
+
+/// A 200 with the payload; for HEAD the same headers and no body.
+fn ok_json(rendered: &Rendered, head: bool) -> Response<Body> {
+    let body = if head {
+        Body::empty()
+    } else {
+        Body::from(rendered.body.clone())
+    };
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(CONTENT_LENGTH, HeaderValue::from(rendered.body.len()));
+    response
+}
+
+/// An error answer: empty body, `Content-Length: 0`, as the original.
+fn empty(status: StatusCode) -> Response<Body> {
+    let mut response = Response::new(Body::from(Bytes::new()));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_LENGTH, HeaderValue::from(0));
+    response
+}

@@ -1,0 +1,226 @@
+//! Command line: the original's flags and defaults, plus validation into [`Settings`].
+//!
+//! Flags are validated before any port is bound; every problem is a one-line error naming the
+//! flag or file (exit code 64, `EX_USAGE`).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Default TLS port.
+pub const SECURE_PORT: u16 = 22623;
+/// Default plain-HTTP port.
+pub const INSECURE_PORT: u16 = 22624;
+
+/// machine-config-server: serves Ignition configs to booting OpenShift nodes.
+#[derive(Debug, Parser)]
+#[command(
+    name = "machine-config-server",
+    version,
+    disable_help_subcommand = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub root: RootFlags,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags shared by every subcommand (the original's root flags, plus ours).
+#[derive(Debug, Args)]
+pub struct RootFlags {
+    /// TLS port serving Ignition configs; 0 disables it.
+    #[arg(long, global = true, default_value_t = SECURE_PORT)]
+    pub secure_port: u16,
+    /// Plain-HTTP port serving the same routes; 0 disables it.
+    #[arg(long, global = true, default_value_t = INSECURE_PORT)]
+    pub insecure_port: u16,
+    /// Address the serving ports bind to (all interfaces by default, as the original).
+    #[arg(long, global = true, default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+    /// Certificate chain (PEM) for TLS; reloaded when it changes.
+    #[arg(long, global = true, default_value = "/etc/ssl/mcs/tls.crt")]
+    pub cert: PathBuf,
+    /// Private key (PEM) for TLS; reloaded when it changes.
+    #[arg(long, global = true, default_value = "/etc/ssl/mcs/tls.key")]
+    pub key: PathBuf,
+    /// Minimum TLS version: VersionTLS10, VersionTLS11, VersionTLS12 or VersionTLS13.
+    #[arg(long, global = true, default_value = "VersionTLS12")]
+    pub tls_min_version: String,
+    /// TLS cipher suites, comma-separated (IANA or OpenSSL names); empty means the profile's.
+    #[arg(long, global = true, value_delimiter = ',')]
+    pub tls_cipher_suites: Vec<String>,
+    /// Release version of the payload, logged and exported as build info.
+    #[arg(long, global = true, default_value = "")]
+    pub payload_version: String,
+    /// Address of the metrics/readiness listener (plain HTTP); empty disables it.
+    #[arg(long, global = true, default_value = "127.0.0.1:22625")]
+    pub metrics_bind_address: String,
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormatArg::Text)]
+    pub log_format: LogFormatArg,
+    /// Log verbosity, klog style (0-10); RUST_LOG overrides it.
+    #[arg(short = 'v', long = "v", global = true, default_value_t = 0)]
+    pub verbosity: u8,
+}
+
+/// `--log-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormatArg {
+    Text,
+    Json,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the installer's bootstrap directory (bootstrap node).
+    Bootstrap(BootstrapFlags),
+    /// Serve from the cluster's MachineConfigPools (in-cluster DaemonSet).
+    Start(StartFlags),
+    /// Print the version and exit.
+    Version,
+}
+
+/// `bootstrap` flags.
+#[derive(Debug, Args)]
+pub struct BootstrapFlags {
+    /// Base directory holding machine-pools/, machine-configs/ and controller-config/.
+    #[arg(long, default_value = "/etc/mcs/bootstrap")]
+    pub server_basedir: PathBuf,
+    /// Kubeconfig served to nodes as /etc/kubernetes/kubeconfig (must exist).
+    #[arg(long, default_value = "/etc/kubernetes/kubeconfig")]
+    pub bootstrap_kubeconfig: PathBuf,
+    /// Registry CA certificate served as /etc/docker/certs.d/NAME/ca.crt: NAME=FILE, FILE
+    /// relative to the base directory. Repeatable.
+    #[arg(long = "bootstrap-certs", value_name = "NAME=FILE")]
+    pub bootstrap_certs: Vec<String>,
+}
+
+/// `start` flags.
+#[derive(Debug, Args)]
+pub struct StartFlags {
+    /// API server URL written into the kubeconfig served to nodes (required).
+    #[arg(long, default_value = "")]
+    pub apiserver_url: String,
+    /// Kubeconfig to reach the cluster (outside a cluster; in-cluster config otherwise).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Directory with the node bootstrap token (`token`) and CA (`ca.crt`).
+    #[arg(long, default_value = "/etc/mcs/bootstrap-token")]
+    pub bootstrap_token_dir: PathBuf,
+}
+
+/// A flag or file problem found before start-up.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// `--bootstrap-certs` entries as (registry name, file under the base directory).
+pub fn parse_bootstrap_certs(values: &[String]) -> Result<Vec<(String, PathBuf)>, UsageError> {
+    values
+        .iter()
+        .map(|value| {
+            let (name, file) = value
+                .split_once('=')
+                .filter(|(name, file)| !name.is_empty() && !file.is_empty() && !file.contains('='))
+                .ok_or_else(|| {
+                    UsageError(format!("--bootstrap-certs {value:?}: expected NAME=FILE"))
+                })?;
+            if name.contains('/') || name == "." || name == ".." {
+                return Err(UsageError(format!(
+                    "--bootstrap-certs {value:?}: NAME must be a registry host name"
+                )));
+            }
+            // As the original: FILE is joined to the base directory even when absolute.
+            Ok((
+                name.to_string(),
+                PathBuf::from(file.trim_start_matches('/')),
+            ))
+        })
+        .collect()
+}
+
+/// `--metrics-bind-address`: `None` when empty (disabled).
+pub fn parse_metrics_address(value: &str) -> Result<Option<SocketAddr>, UsageError> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    value.parse().map(Some).map_err(|_| {
+        UsageError(format!(
+            "--metrics-bind-address {value:?}: expected HOST:PORT"
+        ))
+    })
+}
+
+/// Fails when `path` is not a readable file, naming the flag.
+pub fn require_file(flag: &str, path: &Path) -> Result<(), UsageError> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => Ok(()),
+        Ok(_) => Err(UsageError(format!("{flag} {}: not a file", path.display()))),
+        Err(e) => Err(UsageError(format!("{flag} {}: {e}", path.display()))),
+    }
+}
+
+/// Fails when `path` is not a directory, naming the flag.
+pub fn require_dir(flag: &str, path: &Path) -> Result<(), UsageError> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(UsageError(format!(
+            "{flag} {}: not a directory",
+            path.display()
+        ))),
+        Err(e) => Err(UsageError(format!("{flag} {}: {e}", path.display()))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bootstrap_certs_are_name_equals_file() {
+        let parsed = parse_bootstrap_certs(&["registry.example:5000=certs/ca.pem".into()]).unwrap();
+        assert_eq!(
+            parsed,
+            vec![(
+                "registry.example:5000".to_string(),
+                PathBuf::from("certs/ca.pem")
+            )]
+        );
+        for bad in ["nofile", "=x", "x=", "a=b=c", "../x=y"] {
+            assert!(parse_bootstrap_certs(&[bad.to_string()]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn original_flag_spellings_parse() {
+        let cli = Cli::try_parse_from([
+            "machine-config-server",
+            "start",
+            "--apiserver-url=https://api-int.example:6443",
+            "--payload-version=4.20.0",
+            "--tls-cipher-suites=",
+            "--tls-min-version=VersionTLS12",
+            "--v=2",
+        ])
+        .unwrap();
+        assert_eq!(cli.root.verbosity, 2);
+        assert!(
+            matches!(cli.command, Command::Start(ref s) if s.apiserver_url == "https://api-int.example:6443")
+        );
+        let cli = Cli::try_parse_from([
+            "machine-config-server",
+            "--secure-port",
+            "0",
+            "bootstrap",
+            "--bootstrap-certs",
+            "a=b",
+            "--bootstrap-certs=c=d",
+        ])
+        .unwrap();
+        assert_eq!(cli.root.secure_port, 0);
+        assert!(matches!(cli.command, Command::Bootstrap(ref b) if b.bootstrap_certs.len() == 2));
+    }
+}

@@ -1,0 +1,131 @@
+//! Listeners: accept loops for the TLS and plain-HTTP ports, HTTP/1.1 connections, graceful
+//! shutdown.
+//!
+//! Each connection gets the router as a hyper service with its remote address attached. TLS
+//! connections use the current `rustls::ServerConfig` from a `watch` channel, so a reloaded
+//! certificate applies to new connections while existing ones finish undisturbed.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tower::ServiceExt as _;
+
+use super::RemoteAddr;
+
+/// Connection-level limits and timeouts.
+#[derive(Clone, Debug)]
+pub struct ConnectionLimits {
+    /// Time allowed for the TLS handshake.
+    pub handshake_timeout: Duration,
+    /// Time allowed to receive a request's headers (slowloris guard).
+    pub header_read_timeout: Duration,
+    /// How long in-flight responses may take to finish after shutdown starts.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            handshake_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(20),
+        }
+    }
+}
+
+/// TLS for a listener: the current server config, replaced on certificate reload.
+pub type TlsConfigs = watch::Receiver<Arc<rustls::ServerConfig>>;
+
+/// Accept connections on `listener` until `shutdown` resolves, then let in-flight requests finish
+/// within the grace period.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<TlsConfigs>,
+    router: Router,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let graceful = GracefulShutdown::new();
+    let local = listener.local_addr().ok();
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Typically EMFILE: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let watcher = graceful.watcher();
+        let router = router.clone();
+        let limits = limits.clone();
+        match &tls {
+            Some(configs) => {
+                let acceptor = tokio_rustls::TlsAcceptor::from(configs.borrow().clone());
+                tokio::spawn(async move {
+                    let handshake =
+                        tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream))
+                            .await;
+                    match handshake {
+                        Ok(Ok(stream)) => {
+                            serve_connection(stream, remote, router, &limits, watcher).await
+                        }
+                        Ok(Err(e)) => tracing::debug!(%remote, error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
+                    }
+                });
+            }
+            None => {
+                tokio::spawn(async move {
+                    serve_connection(stream, remote, router, &limits, watcher).await
+                });
+            }
+        }
+    }
+    drop(listener);
+    tracing::info!(address = ?local, "listener stopped accepting; draining connections");
+    if tokio::time::timeout(limits.shutdown_grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(address = ?local, "grace period over; closing remaining connections");
+    }
+}
+
+async fn serve_connection<S>(
+    stream: S,
+    remote: SocketAddr,
+    router: Router,
+    limits: &ConnectionLimits,
+    watcher: hyper_util::server::graceful::Watcher,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |mut request: http::Request<Incoming>| {
+        request.extensions_mut().insert(RemoteAddr(remote));
+        router.clone().oneshot(request.map(Body::new))
+    });
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .serve_connection(TokioIo::new(stream), service);
+    if let Err(e) = watcher.watch(connection).await {
+        tracing::debug!(%remote, error = %e, "connection ended with an error");
+    }
+}
