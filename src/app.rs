@@ -9,9 +9,11 @@ use anyhow::Context as _;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::cache::PayloadCache;
 use crate::cli::{self, Cli, Command, UsageError};
 use crate::server::listener::{self, ConnectionLimits, TlsConfigs};
 use crate::server::{self, AppState};
+use crate::snapshot::Snapshot;
 use crate::source::bootstrap::{self, BootstrapSettings};
 
 /// Why the process could not run: usage errors exit 64, everything else 1.
@@ -61,12 +63,33 @@ async fn run_bootstrap(
     .map_err(|e| UsageError(e.to_string()))?;
     let (_ready_tx, ready) = watch::channel(true);
     let state = AppState {
-        snapshots: source.snapshots,
+        snapshots: source.snapshots.clone(),
         ready,
+        cache: PayloadCache::new(CACHE_MAX_BYTES),
     };
+    let pruner = tokio::spawn(prune_cache_on_new_snapshots(
+        source.snapshots,
+        state.cache.clone(),
+    ));
     serve_ports(root, tls, state, shutdown).await?;
     let _ = source.task.await;
+    let _ = pruner.await;
     Ok(())
+}
+
+/// Memory budget of the payload cache: a few large pools in every spec version.
+const CACHE_MAX_BYTES: usize = 128 << 20;
+
+/// Drop payloads of older generations as soon as a new snapshot is published (ends when the
+/// source stops).
+async fn prune_cache_on_new_snapshots(
+    mut snapshots: watch::Receiver<Arc<Snapshot>>,
+    cache: PayloadCache,
+) {
+    while snapshots.changed().await.is_ok() {
+        let generation = snapshots.borrow_and_update().generation;
+        cache.retain_generation(generation);
+    }
 }
 
 /// The secure listener's TLS, when the secure port is enabled.

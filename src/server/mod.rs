@@ -19,6 +19,7 @@ use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderValue, Method, Response, StatusCode};
 use tokio::sync::watch;
 
+use crate::cache::{CacheKey, CacheOutcome, PayloadCache};
 use crate::ignition::accept;
 use crate::render::{self, RenderError, Rendered};
 use crate::snapshot::Snapshot;
@@ -30,6 +31,8 @@ pub struct AppState {
     pub snapshots: watch::Receiver<Arc<Snapshot>>,
     /// False until the source has a complete view (cluster mode: every cache synced).
     pub ready: watch::Receiver<bool>,
+    /// Rendered payloads per (pool, version, generation).
+    pub cache: PayloadCache,
 }
 
 /// The remote address of the connection a request arrived on (set by the listener).
@@ -111,27 +114,35 @@ async fn config(state: AppState, request: Request) -> Response<Body> {
         return empty(StatusCode::SERVICE_UNAVAILABLE);
     }
     let snapshot = state.snapshots.borrow().clone();
-    let rendered = {
-        let pool = pool.clone();
-        tokio::task::spawn_blocking(move || render::render(&snapshot, &pool, version)).await
+    let key = CacheKey {
+        pool: Arc::from(pool.as_str()),
+        version,
+        generation: snapshot.generation,
     };
-    match rendered {
-        Ok(Ok(rendered)) => {
-            tracing::debug!(%pool, spec_version = %version, bytes = rendered.body.len(), "config served");
+    let lookup = {
+        let pool = pool.clone();
+        state
+            .cache
+            .lookup(key, move || render::render(&snapshot, &pool, version))
+            .await
+    };
+    match lookup.result {
+        Ok(rendered) => {
+            tracing::debug!(%pool, spec_version = %version, bytes = rendered.body.len(), cache = lookup.outcome.as_str(), "config served");
             ok_json(&rendered, head)
         }
-        Ok(Err(e)) => {
+        Err(e) => {
             let status = status_for(&e);
-            if status.is_server_error() {
-                tracing::error!(%pool, spec_version = %version, error = %ErrorChain(&e), "could not serve config");
+            // A failed render is cached per generation: log its cause once, when it happened,
+            // not on every retry of every booting machine.
+            if lookup.outcome == CacheOutcome::Hit {
+                tracing::debug!(%pool, spec_version = %version, status = status.as_u16(), error = %ErrorChain(&*e), "cached failure served");
+            } else if status.is_server_error() {
+                tracing::error!(%pool, spec_version = %version, status = status.as_u16(), error = %ErrorChain(&*e), "could not serve config");
             } else {
-                tracing::info!(%pool, spec_version = %version, error = %ErrorChain(&e), "config not found");
+                tracing::info!(%pool, spec_version = %version, status = status.as_u16(), error = %ErrorChain(&*e), "config not found");
             }
             empty(status)
-        }
-        Err(e) => {
-            tracing::error!(%pool, error = %e, "render task failed");
-            empty(StatusCode::INTERNAL_SERVER_ERROR)
         }
     }
 }
