@@ -91,8 +91,8 @@ async fn config(state: AppState, request: Request) -> Response<Body> {
         .map(|r| r.0.to_string())
         .unwrap_or_default();
 
-    let pool = match pool_path::pool_from_path(request.uri.path()) {
-        Ok(pool) => pool,
+    let (pool, traversal) = match pool_path::parse(request.uri.path()) {
+        Ok(parsed) => (parsed.pool, parsed.traversal),
         Err(e) => {
             tracing::info!(path = request.uri.path(), %remote, %user_agent, reason = %e, "rejected config request");
             return empty(e.status());
@@ -132,7 +132,12 @@ async fn config(state: AppState, request: Request) -> Response<Body> {
             ok_json(&rendered, head)
         }
         Err(e) => {
-            let status = status_for(&e);
+            let status = match &*e {
+                RenderError::PoolNotServed(_) | RenderError::UnknownPool(_) if traversal => {
+                    StatusCode::NOT_FOUND
+                }
+                e => status_for(e),
+            };
             // A failed render is cached per generation: log its cause once, when it happened,
             // not on every retry of every booting machine.
             if lookup.outcome == CacheOutcome::Hit {

@@ -33,10 +33,31 @@ impl PoolPathError {
 
 /// The pool a `/config/...` path asks for.
 pub fn pool_from_path(raw_path: &str) -> Result<String, PoolPathError> {
+    parse(raw_path).map(|request| request.pool)
+}
+
+/// A parsed `/config/...` path.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PoolRequest {
+    pub pool: String,
+    /// The decoded path climbs directories (`..`/`.` segments, e.g. `/config/..%2f..%2fetc`).
+    /// No Ignition client sends that, so when such a path does not resolve to a servable pool
+    /// the answer is a plain 404 rather than the retryable 500 of an unknown pool.
+    pub traversal: bool,
+}
+
+/// Parse a `/config/...` path.
+pub fn parse(raw_path: &str) -> Result<PoolRequest, PoolPathError> {
     let decoded = decode(raw_path)?;
+    let traversal = decoded
+        .split('/')
+        .any(|segment| segment == ".." || segment == ".");
     let base = path_base(&decoded);
     if is_valid_name(base) {
-        Ok(base.to_string())
+        Ok(PoolRequest {
+            pool: base.to_string(),
+            traversal,
+        })
     } else {
         let mut shown: String = base.chars().take(64).collect();
         if base.len() > shown.len() {
@@ -110,6 +131,14 @@ mod tests {
             pool_from_path("/config/worker.custom").unwrap(),
             "worker.custom"
         );
+    }
+
+    #[test]
+    fn flags_traversal() {
+        assert!(parse("/config/..%2f..%2fetc").unwrap().traversal);
+        assert!(parse("/config/./master").unwrap().traversal);
+        assert!(!parse("/config/master").unwrap().traversal);
+        assert!(!parse("/config/a/master/").unwrap().traversal);
     }
 
     #[test]

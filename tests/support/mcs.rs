@@ -1,0 +1,392 @@
+//! Test harness for the real `machine-config-server` binary: start it on free loopback ports,
+//! wait until it serves, and talk HTTP/1.1 to it over plain TCP or TLS (rustls), byte for byte.
+//!
+//! Include it with `#[path = "support/mcs.rs"] mod mcs;`.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Path of the binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_machine-config-server");
+
+/// Repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `shared/` beside the checkout.
+pub fn shared() -> PathBuf {
+    repo().join("../shared")
+}
+
+/// A free loopback port (bound then released; the server binds it right after).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free loopback port")
+}
+
+/// Poll `check` until it returns `Some` or the deadline passes.
+pub fn poll<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A running server process; killed on drop.
+pub struct Server {
+    child: Child,
+    pub secure: SocketAddr,
+    pub insecure: SocketAddr,
+    pub metrics: SocketAddr,
+    output: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// `machine-config-server <args…>` with the dev certificate and free ports; waits for the
+    /// insecure port's `/healthz`.
+    pub fn start(args: &[&str]) -> Server {
+        let (secure, insecure, metrics) = (free_port(), free_port(), free_port());
+        let certs = repo().join("certs");
+        let mut command = Command::new(BIN);
+        command
+            .args(["--bind-address", "127.0.0.1"])
+            .args(["--secure-port", &secure.to_string()])
+            .args(["--insecure-port", &insecure.to_string()])
+            .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
+            .arg("--cert")
+            .arg(certs.join("tls.crt"))
+            .arg("--key")
+            .arg(certs.join("tls.key"))
+            .args(args)
+            .env("RUST_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("cannot start the server binary");
+        let output = Arc::new(Mutex::new(String::new()));
+        for stream in [
+            Box::new(child.stdout.take().expect("stdout")) as Box<dyn Read + Send>,
+            Box::new(child.stderr.take().expect("stderr")) as Box<dyn Read + Send>,
+        ] {
+            let output = output.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    output.lock().unwrap().push_str(&line);
+                    output.lock().unwrap().push('\n');
+                }
+            });
+        }
+        let server = Server {
+            child,
+            secure: ([127, 0, 0, 1], secure).into(),
+            insecure: ([127, 0, 0, 1], insecure).into(),
+            metrics: ([127, 0, 0, 1], metrics).into(),
+            output,
+        };
+        server.wait_healthy();
+        server
+    }
+
+    /// Bootstrap mode on `base_dir` with its `kubeconfig` file.
+    pub fn bootstrap(base_dir: &Path, extra: &[&str]) -> Server {
+        let base = base_dir.to_str().expect("utf-8 path");
+        let kubeconfig = base_dir.join("kubeconfig");
+        let mut args = vec![
+            "bootstrap",
+            "--server-basedir",
+            base,
+            "--bootstrap-kubeconfig",
+        ];
+        let kubeconfig = kubeconfig.to_str().expect("utf-8 path").to_string();
+        args.push(&kubeconfig);
+        args.extend_from_slice(extra);
+        Server::start(&args)
+    }
+
+    fn wait_healthy(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(response) = try_request(self.insecure, None, "GET", "/healthz", &[]) {
+                if response.status == 200 {
+                    return;
+                }
+            }
+            if let Ok(Some(status)) = self.child_status() {
+                panic!(
+                    "server exited with {status} before serving:\n{}",
+                    self.output()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "server did not become healthy:\n{}",
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    fn child_status(&self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        // `try_wait` needs `&mut`; the status is only used for a better panic message.
+        Ok(None)
+    }
+
+    /// Everything the server printed so far.
+    pub fn output(&self) -> String {
+        self.output.lock().unwrap().clone()
+    }
+
+    /// Plain-HTTP request on the insecure port.
+    pub fn http(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Response {
+        request(self.insecure, None, method, path, headers)
+    }
+
+    /// TLS request on the secure port, trusting the development CA.
+    pub fn https(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Response {
+        request(self.secure, Some(dev_ca_client()), method, path, headers)
+    }
+
+    /// Send SIGTERM.
+    pub fn terminate(&self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+    }
+
+    /// Wait for the process to exit (after [`Self::terminate`]).
+    pub fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "server did not exit:\n{}",
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP response as received.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    /// Header names lower-cased; repeated headers joined with `, `.
+    pub headers: BTreeMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(String::as_str)
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+}
+
+/// A rustls client config trusting `certs/ca.crt`.
+pub fn dev_ca_client() -> Arc<rustls::ClientConfig> {
+    client_trusting(&repo().join("certs/ca.crt"))
+}
+
+/// A rustls client config trusting the CA in `ca_file`.
+pub fn client_trusting(ca_file: &Path) -> Arc<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca_file).expect("CA file") {
+        roots.add(cert.expect("CA PEM")).expect("CA cert");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
+}
+
+/// One request on a fresh connection (`Connection: close`), panicking on transport errors.
+pub fn request(
+    address: SocketAddr,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Response {
+    try_request(address, tls, method, path, headers)
+        .unwrap_or_else(|e| panic!("{method} {path} on {address}: {e}"))
+}
+
+/// Raw request bytes: `METHOD PATH HTTP/1.1`, Host, the given headers, `Connection: close`.
+pub fn request_bytes(method: &str, path: &str, headers: &[(&str, &str)]) -> Vec<u8> {
+    let mut raw = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        raw.push_str(&format!("{name}: {value}\r\n"));
+    }
+    raw.push_str("\r\n");
+    raw.into_bytes()
+}
+
+/// One request; transport errors returned.
+pub fn try_request(
+    address: SocketAddr,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> std::io::Result<Response> {
+    let raw = exchange(address, tls, &request_bytes(method, path, headers))?;
+    parse_response(&raw, method == "HEAD")
+}
+
+/// Write `bytes` on a fresh connection and read until the server closes it.
+pub fn exchange(
+    address: SocketAddr,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    bytes: &[u8],
+) -> std::io::Result<Vec<u8>> {
+    let stream = TcpStream::connect_timeout(&address, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut out = Vec::new();
+    match tls {
+        None => {
+            let mut stream = stream;
+            stream.write_all(bytes)?;
+            stream.read_to_end(&mut out)?;
+        }
+        Some(config) => {
+            let name = rustls::pki_types::ServerName::try_from("localhost").expect("server name");
+            let connection =
+                rustls::ClientConnection::new(config, name).map_err(std::io::Error::other)?;
+            let mut stream = rustls::StreamOwned::new(connection, stream);
+            stream.write_all(bytes)?;
+            match stream.read_to_end(&mut out) {
+                Ok(_) => {}
+                // Servers may close without close_notify once the response is complete.
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Parse one HTTP/1.1 response (body by Content-Length, or to the end).
+pub fn parse_response(raw: &[u8], head: bool) -> std::io::Result<Response> {
+    let invalid =
+        |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| invalid("no end of headers"))?;
+    let head_text = std::str::from_utf8(&raw[..end]).map_err(|_| invalid("headers not UTF-8"))?;
+    let mut lines = head_text.split("\r\n");
+    let status_line = lines.next().ok_or_else(|| invalid("no status line"))?;
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| invalid("bad status line"))?;
+    let mut headers = BTreeMap::new();
+    for line in lines {
+        let (name, value) = line.split_once(':').ok_or_else(|| invalid("bad header"))?;
+        headers
+            .entry(name.trim().to_ascii_lowercase())
+            .and_modify(|v: &mut String| {
+                v.push_str(", ");
+                v.push_str(value.trim())
+            })
+            .or_insert_with(|| value.trim().to_string());
+    }
+    let rest = &raw[end + 4..];
+    let body = if head {
+        Vec::new()
+    } else {
+        match headers
+            .get("content-length")
+            .and_then(|v| v.parse::<usize>().ok())
+        {
+            Some(len) => rest
+                .get(..len)
+                .ok_or_else(|| invalid("body shorter than Content-Length"))?
+                .to_vec(),
+            None => rest.to_vec(),
+        }
+    };
+    if head && !rest.is_empty() {
+        return Err(invalid("HEAD response carried a body"));
+    }
+    Ok(Response {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// Copy a directory tree (for tests that modify a base directory).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// The files of a served Ignition config (any spec) by path: decoded contents of each entry.
+pub fn served_files(config: &serde_json::Value) -> Vec<(String, Vec<u8>)> {
+    config["storage"]["files"]
+        .as_array()
+        .map(|files| {
+            files
+                .iter()
+                .map(|file| {
+                    let path = file["path"].as_str().unwrap_or_default().to_string();
+                    let source = file["contents"]["source"].as_str().unwrap_or_default();
+                    let data = machine_config_server::ignition::dataurl::decode(source)
+                        .unwrap_or_default();
+                    (path, data)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
