@@ -4,6 +4,7 @@
 //! and 404/405 for everything else, with empty bodies and `Content-Length: 0` on every error.
 //! The handler never performs I/O: it reads the current snapshot and the payload cache.
 
+pub mod admin;
 pub mod listener;
 pub mod pool_path;
 pub mod tls;
