@@ -1,8 +1,10 @@
 //! Start-up glue: turns the parsed command line into running sources and listeners, and owns the
 //! single shutdown path (SIGTERM/SIGINT: stop accepting, drain, exit).
+//!
+//! Order matters: every flag and file is validated and every port bound before any background
+//! work starts, so a bad invocation fails with one line and no side effects.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -11,7 +13,10 @@ use tokio::sync::watch;
 
 use crate::cache::PayloadCache;
 use crate::cli::{self, Cli, Command, UsageError};
-use crate::server::listener::{self, ConnectionLimits, TlsConfigs};
+use crate::metrics::{Metrics, PoolStatusBoard};
+use crate::server::admin::{self, AdminState};
+use crate::server::listener::{self, ConnectionLimits};
+use crate::server::tls::{ReloadOutcome, TlsPolicy, TlsReloader, DEFAULT_RELOAD_INTERVAL};
 use crate::server::{self, AppState};
 use crate::snapshot::Snapshot;
 use crate::source::bootstrap::{self, BootstrapSettings};
@@ -24,6 +29,9 @@ pub enum RunError {
     #[error(transparent)]
     Other(#[from] anyhow::Error),
 }
+
+/// Memory budget of the payload cache: a few large pools in every spec version.
+const CACHE_MAX_BYTES: usize = 128 << 20;
 
 /// Run the subcommand until a shutdown signal.
 pub async fn run(cli: Cli) -> Result<(), RunError> {
@@ -45,7 +53,11 @@ async fn run_bootstrap(
     cli::require_dir("--server-basedir", &flags.server_basedir)?;
     cli::require_file("--bootstrap-kubeconfig", &flags.bootstrap_kubeconfig)?;
     let registry_certs = cli::parse_bootstrap_certs(&flags.bootstrap_certs)?;
-    let tls = secure_tls(root)?;
+    // The original ignores --tls-min-version/--tls-cipher-suites in bootstrap mode and reads the
+    // installer's APIServer manifest instead.
+    let policy =
+        TlsPolicy::for_bootstrap(&flags.server_basedir).map_err(|e| UsageError(e.to_string()))?;
+    let ports = Ports::bind(root, policy).await?;
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         payload_version = %root.payload_version,
@@ -61,24 +73,156 @@ async fn run_bootstrap(
         shutdown.clone(),
     )
     .map_err(|e| UsageError(e.to_string()))?;
+    // The directory is read before the first request: bootstrap mode is ready at once.
     let (_ready_tx, ready) = watch::channel(true);
-    let state = AppState {
-        snapshots: source.snapshots.clone(),
-        ready,
-        cache: PayloadCache::new(CACHE_MAX_BYTES),
-    };
-    let pruner = tokio::spawn(prune_cache_on_new_snapshots(
-        source.snapshots,
-        state.cache.clone(),
-    ));
-    serve_ports(root, tls, state, shutdown).await?;
+    ports.serve(source.snapshots, ready, shutdown).await?;
     let _ = source.task.await;
-    let _ = pruner.await;
     Ok(())
 }
 
-/// Memory budget of the payload cache: a few large pools in every spec version.
-const CACHE_MAX_BYTES: usize = 128 << 20;
+/// The bound listeners and TLS, ready to serve once a source exists.
+struct Ports {
+    secure: Option<(TcpListener, TlsReloader)>,
+    insecure: Option<TcpListener>,
+    admin: Option<TcpListener>,
+    metrics: Arc<Metrics>,
+}
+
+impl Ports {
+    /// Validate TLS and bind every enabled port; errors name the flag or file.
+    async fn bind(root: &cli::RootFlags, policy: TlsPolicy) -> Result<Ports, RunError> {
+        let metrics = Arc::new(Metrics::new());
+        metrics.build_info(env!("CARGO_PKG_VERSION"), &root.payload_version);
+        let admin_address = cli::parse_metrics_address(&root.metrics_bind_address)?;
+
+        let secure = if root.secure_port == 0 {
+            tracing::info!("secure port disabled (--secure-port 0)");
+            None
+        } else {
+            cli::require_file("--cert", &root.cert)?;
+            cli::require_file("--key", &root.key)?;
+            policy.log_warnings();
+            tracing::info!(policy = %policy, "TLS policy");
+            let observer_metrics = metrics.clone();
+            let reloader = TlsReloader::start_with_observer(
+                &root.cert,
+                &root.key,
+                policy,
+                DEFAULT_RELOAD_INTERVAL,
+                Arc::new(move |outcome: &ReloadOutcome| match outcome {
+                    ReloadOutcome::Reloaded { not_after_unix } => {
+                        observer_metrics.cert_reload(true);
+                        observer_metrics.set_cert_expiry(*not_after_unix);
+                    }
+                    ReloadOutcome::Rejected { .. } => observer_metrics.cert_reload(false),
+                }),
+            )
+            .map_err(|e| UsageError(e.to_string()))?;
+            metrics.set_cert_expiry(reloader.stats().not_after_unix());
+            let address = SocketAddr::new(root.bind_address, root.secure_port);
+            Some((bind(address, "--secure-port").await?, reloader))
+        };
+        let insecure = match root.insecure_port {
+            0 => {
+                tracing::info!("insecure port disabled (--insecure-port 0)");
+                None
+            }
+            port => Some(bind(SocketAddr::new(root.bind_address, port), "--insecure-port").await?),
+        };
+        let admin = match admin_address {
+            Some(address) => Some(bind(address, "--metrics-bind-address").await?),
+            None => None,
+        };
+        Ok(Ports {
+            secure,
+            insecure,
+            admin,
+            metrics,
+        })
+    }
+
+    /// Serve until shutdown, then drain.
+    async fn serve(
+        self,
+        snapshots: watch::Receiver<Arc<Snapshot>>,
+        ready: watch::Receiver<bool>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<(), RunError> {
+        let pools = PoolStatusBoard::new();
+        let state = AppState {
+            snapshots: snapshots.clone(),
+            ready: ready.clone(),
+            cache: PayloadCache::new(CACHE_MAX_BYTES),
+            metrics: self.metrics.clone(),
+            pools: pools.clone(),
+        };
+        let router = server::router(state.clone());
+        let limits = ConnectionLimits::default();
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(prune_cache_on_new_snapshots(
+            snapshots,
+            state.cache.clone(),
+        )));
+        let mut reloader = None;
+        if let Some((socket, tls)) = self.secure {
+            log_listening(&socket, "secure", true);
+            tasks.push(tokio::spawn(listener::serve(
+                socket,
+                Some(tls.subscribe()),
+                router.clone(),
+                limits.clone(),
+                wait_for(shutdown.clone()),
+            )));
+            reloader = Some(tls);
+        }
+        if let Some(socket) = self.insecure {
+            log_listening(&socket, "insecure", false);
+            tasks.push(tokio::spawn(listener::serve(
+                socket,
+                None,
+                router.clone(),
+                limits.clone(),
+                wait_for(shutdown.clone()),
+            )));
+        }
+        if let Some(socket) = self.admin {
+            log_listening(&socket, "metrics", false);
+            let admin_router = admin::admin_router(AdminState {
+                metrics: self.metrics.clone(),
+                ready,
+                pools,
+            });
+            let stop = wait_for(shutdown.clone());
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = admin::serve_admin(socket, admin_router, stop).await {
+                    tracing::error!(error = %e, "metrics listener failed");
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.context("listener task failed")?;
+        }
+        if let Some(reloader) = reloader {
+            reloader.stop().await;
+        }
+        Ok(())
+    }
+}
+
+async fn bind(address: SocketAddr, flag: &str) -> Result<TcpListener, RunError> {
+    TcpListener::bind(address).await.map_err(|e| {
+        RunError::Usage(UsageError(format!(
+            "{flag}: cannot listen on {address}: {e}"
+        )))
+    })
+}
+
+fn log_listening(socket: &TcpListener, name: &str, tls: bool) {
+    match socket.local_addr() {
+        Ok(address) => tracing::info!(listener = name, %address, tls, "listening"),
+        Err(e) => tracing::warn!(listener = name, error = %e, "listening on an unknown address"),
+    }
+}
 
 /// Drop payloads of older generations as soon as a new snapshot is published (ends when the
 /// source stops).
@@ -90,74 +234,6 @@ async fn prune_cache_on_new_snapshots(
         let generation = snapshots.borrow_and_update().generation;
         cache.retain_generation(generation);
     }
-}
-
-/// The secure listener's TLS, when the secure port is enabled.
-fn secure_tls(root: &cli::RootFlags) -> Result<Option<TlsConfigs>, RunError> {
-    if root.secure_port == 0 {
-        return Ok(None);
-    }
-    cli::require_file("--cert", &root.cert)?;
-    cli::require_file("--key", &root.key)?;
-    let config = load_tls(&root.cert, &root.key).map_err(|e| UsageError(format!("{e:#}")))?;
-    let (_tx, rx) = watch::channel(config);
-    Ok(Some(rx))
-}
-
-// TEMPORARY until the TLS module lands: rustls defaults, no profile, no reload.
-fn load_tls(cert: &Path, key: &Path) -> anyhow::Result<Arc<rustls::ServerConfig>> {
-    use rustls::pki_types::pem::PemObject as _;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let certs = CertificateDer::pem_file_iter(cert)
-        .with_context(|| format!("--cert {}", cert.display()))?
-        .collect::<Result<Vec<_>, _>>()
-        .with_context(|| format!("--cert {}", cert.display()))?;
-    let key =
-        PrivateKeyDer::from_pem_file(key).with_context(|| format!("--key {}", key.display()))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
-}
-
-/// Bind the enabled serving ports and serve until shutdown.
-async fn serve_ports(
-    root: &cli::RootFlags,
-    tls: Option<TlsConfigs>,
-    state: AppState,
-    shutdown: watch::Receiver<bool>,
-) -> Result<(), RunError> {
-    let router = server::router(state);
-    let limits = ConnectionLimits::default();
-    let mut tasks = Vec::new();
-    for (port, tls, name) in [
-        (root.secure_port, tls, "secure"),
-        (root.insecure_port, None, "insecure"),
-    ] {
-        if port == 0 {
-            tracing::info!(listener = name, "listener disabled (port 0)");
-            continue;
-        }
-        let address = SocketAddr::new(root.bind_address, port);
-        let socket = TcpListener::bind(address)
-            .await
-            .with_context(|| format!("cannot listen on {address} ({name} port)"))?;
-        tracing::info!(listener = name, address = %socket.local_addr().unwrap_or(address), tls = tls.is_some(), "listening");
-        tasks.push(tokio::spawn(listener::serve(
-            socket,
-            tls,
-            router.clone(),
-            limits.clone(),
-            wait_for(shutdown.clone()),
-        )));
-    }
-    for task in tasks {
-        task.await.context("listener task failed")?;
-    }
-    Ok(())
 }
 
 /// Resolves when the shutdown flag turns true (or its sender is gone).

@@ -4,7 +4,8 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use machine_config_server::app::{self, RunError};
-use machine_config_server::cli::{Cli, Command};
+use machine_config_server::cli::{Cli, Command, LogFormatArg};
+use machine_config_server::telemetry::{self, LogFormat};
 
 /// `EX_USAGE`: bad flags or files.
 const EXIT_USAGE: u8 = 64;
@@ -26,13 +27,14 @@ fn main() -> ExitCode {
         println!("machine-config-server {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;
     }
-    // TEMPORARY until the telemetry module lands.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .try_init();
+    let format = match cli.root.log_format {
+        LogFormatArg::Text => LogFormat::Text,
+        LogFormatArg::Json => LogFormat::Json,
+    };
+    if let Err(e) = telemetry::init(format, cli.root.verbosity) {
+        eprintln!("machine-config-server: {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {

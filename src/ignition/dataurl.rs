@@ -12,3 +12,15 @@ pub fn encode(bytes: &[u8]) -> String {
     }
     out
 }
+
+/// Why a data URL could not be decoded.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid data URL")]
+pub struct DataUrlError;
+
+/// Decode a `data:` URL (placeholder: percent form only).
+pub fn decode(url: &str) -> Result<Vec<u8>, DataUrlError> {
+    let data = url.strip_prefix("data:").ok_or(DataUrlError)?;
+    let (_, payload) = data.split_once(',').ok_or(DataUrlError)?;
+    Ok(percent_encoding::percent_decode_str(payload).collect())
+}

@@ -22,6 +22,7 @@ use tokio::sync::watch;
 
 use crate::cache::{CacheKey, CacheOutcome, PayloadCache};
 use crate::ignition::accept;
+use crate::metrics::{Metrics, PoolStatusBoard};
 use crate::render::{self, RenderError, Rendered};
 use crate::snapshot::Snapshot;
 
@@ -34,6 +35,10 @@ pub struct AppState {
     pub ready: watch::Receiver<bool>,
     /// Rendered payloads per (pool, version, generation).
     pub cache: PayloadCache,
+    /// Prometheus metrics (also served by the admin listener).
+    pub metrics: Arc<Metrics>,
+    /// Per-pool status shown on the admin listener's `/status`.
+    pub pools: PoolStatusBoard,
 }
 
 /// The remote address of the connection a request arrived on (set by the listener).
