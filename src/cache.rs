@@ -437,6 +437,7 @@ mod tests {
             rendered_config: "rendered-master-1".into(),
             version: SpecVersion::V3_5,
             image: None,
+            layered: None,
         }
     }
 

@@ -3,10 +3,10 @@
 //! Owns the pure decision [`decide`] (cluster objects in, [`LayeredDecision`] out), the
 //! pre-built-image rule for the node annotations ([`node_annotation_image`]), the in-cluster
 //! registry hosts ([`registry_hosts`]), the pool-membership rules ([`selector`]) and a small
-//! per-pool [`DecisionTracker`] that logs changes and backs the status page. It does no I/O,
-//! reads no clock on the decision path and never touches the Ignition document itself: the
-//! render pipeline puts the chosen image into the node-annotations file and the encapsulated
-//! MachineConfig.
+//! per-pool [`DecisionTracker`] that reports served decisions (logs, metric, status board).
+//! The decision does no I/O and reads no clock, and this module never touches the Ignition
+//! document itself: the render pipeline puts the chosen image into the node-annotations file
+//! and the encapsulated MachineConfig.
 //!
 //! # The rule
 //! A node booting into pool `P` with rendered config `R` gets image `I` in one reboot only when
@@ -81,7 +81,7 @@ use crate::api::machineconfignode::MachineConfigNode;
 use crate::api::{MachineConfig, MachineConfigPool};
 
 pub use registry::{in_cluster_registry_host, registry_hosts, REGISTRY_NAMESPACE};
-pub use tracker::{DecisionTracker, PoolDecisionStatus};
+pub use tracker::DecisionTracker;
 
 use selector::{primary_pool, PoolSelector};
 

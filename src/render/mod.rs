@@ -28,6 +28,9 @@ pub struct Rendered {
     pub version: SpecVersion,
     /// The OS image put into the node annotations / encapsulated MC, if any (layered pools).
     pub image: Option<String>,
+    /// Cluster mode: the layered-image decision behind `image`, reported per request by
+    /// [`layered::DecisionTracker`]. `None` in bootstrap mode.
+    pub layered: Option<layered::LayeredDecision>,
 }
 
 /// Why a render failed. The server maps each variant to one HTTP status.
@@ -116,7 +119,8 @@ pub fn render(
 ) -> Result<Rendered, RenderError> {
     let machine_config = select_machine_config(snapshot, pool)?;
     let name = machine_config.metadata.name.clone().unwrap_or_default();
-    let image = layered_image(snapshot, pool, &machine_config);
+    let decision = layered_decision(snapshot, pool, &machine_config);
+    let image = decision.as_ref().and_then(|d| d.image.clone());
 
     let mut config =
         ignition::parse_config(machine_config.spec.config.as_ref()).map_err(|source| {
@@ -171,6 +175,7 @@ pub fn render(
         rendered_config: name,
         version,
         image,
+        layered: decision,
     })
 }
 
@@ -225,17 +230,25 @@ fn select_machine_config(
     }
 }
 
-/// The OS image to serve for a layered pool (cluster mode only), `None` for the base image.
-///
-/// HOOK for the layered-pools work: call `layered::decide` here.
-fn layered_image(
+/// The layered-image decision for the pool (cluster mode only; no pool is layered in bootstrap
+/// mode). Its `image`, when set, is served: see [`layered::decide`].
+fn layered_decision(
     snapshot: &Snapshot,
-    _pool: &str,
-    _machine_config: &MachineConfig,
-) -> Option<String> {
+    pool: &str,
+    machine_config: &MachineConfig,
+) -> Option<layered::LayeredDecision> {
     match snapshot.mode {
         Mode::Bootstrap => None,
-        Mode::Cluster => None,
+        Mode::Cluster => {
+            // `select_machine_config` has already found the pool.
+            let pool_object = snapshot.pools.get(pool)?.as_ref().ok()?;
+            let rendered_config = machine_config.metadata.name.as_deref().unwrap_or_default();
+            Some(layered::decide(
+                pool_object,
+                rendered_config,
+                &snapshot.layered,
+            ))
+        }
     }
 }
 

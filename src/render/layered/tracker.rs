@@ -1,40 +1,34 @@
-//! The last layered decision served per pool: logs each one (debug) and each change (info), and
-//! backs the read-only status page. Stateful, so it lives outside the pure [`super::decide`];
-//! the server owns one in its application state and calls [`DecisionTracker::record`] for every
-//! served layered-relevant request. Holds no secrets: pool, config, build and image names only.
+//! Reporting of layered decisions as they are served: a debug log line per request, an info
+//! line when a pool's decision changes, the `mcs_layered_decisions_total` metric and the pool's
+//! entry on the admin status board.
+//!
+//! Stateful (the last decision per pool), so it lives outside the pure [`super::decide`]. The
+//! server owns one [`DecisionTracker`] in its application state and calls
+//! [`DecisionTracker::observe`] for every config served in cluster mode, with the decision the
+//! render carried ([`crate::render::Rendered::layered`]). Reports names and image pull specs
+//! only, never secrets.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
-
-use k8s_openapi::jiff::Timestamp;
-use serde::Serialize;
+use std::sync::{Mutex, PoisonError};
 
 use super::{DecisionReason, LayeredDecision};
+use crate::metrics::{Metrics, PoolLabel, PoolStatusBoard};
 
-/// What the status page shows for one pool.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct PoolDecisionStatus {
-    pub pool: String,
-    pub rendered_config: String,
-    /// `"layered"` or `"base"`.
-    pub decision: &'static str,
-    pub reason: DecisionReason,
-    pub image: Option<String>,
-    pub machine_os_config: Option<String>,
-    pub machine_os_build: Option<String>,
-    pub build_image: Option<String>,
-    pub validated_by: Option<String>,
-    /// When this decision was first served (RFC 3339).
-    pub since: String,
-    /// Requests served with this decision since then.
-    pub requests: u64,
+/// What identifies a pool's decision for change detection. The validating node is left out: a
+/// different node proving the same image changes nothing a booting node gets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct DecisionKey {
+    rendered_config: String,
+    reason: DecisionReason,
+    image: Option<String>,
+    machine_os_build: Option<String>,
 }
 
-/// Per-pool record of the last decision served. Cheap to share behind an `Arc`; the lock is a
-/// std mutex held only for a map update, never across `.await`.
+/// The last decision served per pool. Share it behind an `Arc`; its std mutex is held only for
+/// a map lookup, never across `.await`.
 #[derive(Debug, Default)]
 pub struct DecisionTracker {
-    pools: Mutex<BTreeMap<String, PoolDecisionStatus>>,
+    last: Mutex<BTreeMap<String, DecisionKey>>,
 }
 
 impl DecisionTracker {
@@ -42,9 +36,30 @@ impl DecisionTracker {
         Self::default()
     }
 
-    /// Records the decision served for one request to `pool`. Logs it at debug level, and at
-    /// info level when the pool's decision, reason, image or build differs from the previous
-    /// one. Returns whether it changed (the first decision for a pool counts as a change).
+    /// Reports the decision served for one request to `pool`: debug log, metric, status board,
+    /// and an info log when it changed. Returns whether it changed.
+    pub fn observe(
+        &self,
+        pool: &str,
+        rendered_config: &str,
+        decision: &LayeredDecision,
+        metrics: &Metrics,
+        board: &PoolStatusBoard,
+    ) -> bool {
+        let label = PoolLabel::known(pool);
+        metrics.layered_decision(&label, decision.decision(), decision.reason.as_str());
+        board.record_layered(
+            &label,
+            decision.decision(),
+            decision.reason.as_str(),
+            decision.image.as_deref(),
+        );
+        self.record(pool, rendered_config, decision)
+    }
+
+    /// Logs the decision for one request to `pool` (debug), and at info level when the pool's
+    /// rendered config, reason, image or build differs from the previous one (the first
+    /// decision for a pool counts as a change). Returns whether it changed.
     pub fn record(&self, pool: &str, rendered_config: &str, decision: &LayeredDecision) -> bool {
         tracing::debug!(
             pool,
@@ -58,42 +73,27 @@ impl DecisionTracker {
             validated_by = decision.validated_by.as_deref(),
             "layered image decision"
         );
-        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
-        let previous = pools.get_mut(pool);
-        if let Some(previous) = previous {
-            let same = previous.reason == decision.reason
-                && previous.image == decision.image
-                && previous.machine_os_build == decision.machine_os_build
-                && previous.rendered_config == rendered_config;
-            if same {
-                previous.requests += 1;
-                // Names of the validating node may change without changing what is served.
-                previous.validated_by.clone_from(&decision.validated_by);
-                return false;
-            }
-        }
-        let status = PoolDecisionStatus {
-            pool: pool.to_string(),
-            rendered_config: rendered_config.to_string(),
-            decision: decision.decision(),
+        let key = DecisionKey {
+            rendered_config: rendered_config.to_owned(),
             reason: decision.reason,
             image: decision.image.clone(),
-            machine_os_config: decision.machine_os_config.clone(),
             machine_os_build: decision.machine_os_build.clone(),
-            build_image: decision.build_image.clone(),
-            validated_by: decision.validated_by.clone(),
-            since: Timestamp::now().to_string(),
-            requests: 1,
         };
-        let old = pools.insert(pool.to_string(), status);
-        drop(pools);
+        let previous = {
+            let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+            match last.get(pool) {
+                Some(previous) if *previous == key => return false,
+                _ => last.insert(pool.to_owned(), key),
+            }
+        };
         tracing::info!(
             pool,
             rendered_config,
             decision = decision.decision(),
             reason = decision.reason.as_str(),
-            previous_reason = old.as_ref().map(|o| o.reason.as_str()),
+            previous_reason = previous.as_ref().map(|p| p.reason.as_str()),
             image = decision.image.as_deref(),
+            machine_os_config = decision.machine_os_config.as_deref(),
             machine_os_build = decision.machine_os_build.as_deref(),
             build_image = decision.build_image.as_deref(),
             validated_by = decision.validated_by.as_deref(),
@@ -102,16 +102,10 @@ impl DecisionTracker {
         true
     }
 
-    /// The current decision of every pool seen, by pool name.
-    pub fn statuses(&self) -> Vec<PoolDecisionStatus> {
-        let pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
-        pools.values().cloned().collect()
-    }
-
-    /// Forgets pools for which `keep` is false (pools deleted from the cluster).
-    pub fn retain_pools(&self, keep: impl Fn(&str) -> bool) {
-        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
-        pools.retain(|name, _| keep(name));
+    /// Forgets pools for which `exists` is false (pools deleted from the cluster).
+    pub fn retain(&self, mut exists: impl FnMut(&str) -> bool) {
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        last.retain(|pool, _| exists(pool));
     }
 }
 
@@ -119,45 +113,71 @@ impl DecisionTracker {
 mod tests {
     use super::*;
 
-    fn decision(reason: DecisionReason, image: Option<&str>) -> LayeredDecision {
+    fn decision(reason: DecisionReason, image: Option<&str>, node: &str) -> LayeredDecision {
         LayeredDecision {
             image: image.map(str::to_string),
             reason,
             machine_os_config: Some("worker".into()),
             machine_os_build: Some("worker-abc".into()),
             build_image: Some("quay.io/x@sha256:1".into()),
-            validated_by: None,
+            validated_by: Some(node.into()),
         }
     }
 
     #[test]
     fn reports_changes_only() {
         let tracker = DecisionTracker::new();
-        let base = decision(DecisionReason::NotValidated, None);
-        let layered = decision(DecisionReason::Validated, Some("quay.io/x@sha256:1"));
+        let base = decision(DecisionReason::NotValidated, None, "");
+        let layered = decision(DecisionReason::Validated, Some("quay.io/x@sha256:1"), "w-0");
+        let layered_other_node =
+            decision(DecisionReason::Validated, Some("quay.io/x@sha256:1"), "w-1");
 
         assert!(tracker.record("worker", "rendered-worker-1", &base));
         assert!(!tracker.record("worker", "rendered-worker-1", &base));
         assert!(tracker.record("infra", "rendered-infra-1", &base));
         assert!(tracker.record("worker", "rendered-worker-1", &layered));
-        assert!(!tracker.record("worker", "rendered-worker-1", &layered));
+        assert!(!tracker.record("worker", "rendered-worker-1", &layered_other_node));
         assert!(tracker.record("worker", "rendered-worker-2", &layered));
 
-        let statuses = tracker.statuses();
-        assert_eq!(statuses.len(), 2);
-        let worker = &statuses[1];
-        assert_eq!(worker.pool, "worker");
-        assert_eq!(worker.decision, "layered");
-        assert_eq!(worker.reason, DecisionReason::Validated);
-        assert_eq!(worker.rendered_config, "rendered-worker-2");
-        assert_eq!(worker.requests, 1);
-        assert_eq!(statuses[0].requests, 1);
+        tracker.retain(|pool| pool == "worker");
+        assert!(tracker.record("infra", "rendered-infra-1", &base));
+    }
 
-        let json = serde_json::to_value(worker).unwrap();
-        assert_eq!(json["reason"], "validated");
-        assert_eq!(json["image"], "quay.io/x@sha256:1");
+    #[test]
+    fn observe_feeds_metric_and_status_board() {
+        let tracker = DecisionTracker::new();
+        let metrics = Metrics::new();
+        let board = PoolStatusBoard::new();
+        let layered = decision(DecisionReason::Validated, Some("quay.io/x@sha256:1"), "w-0");
+        let base = decision(DecisionReason::InClusterRegistry, None, "w-0");
 
-        tracker.retain_pools(|pool| pool == "worker");
-        assert_eq!(tracker.statuses().len(), 1);
+        assert!(tracker.observe("worker", "rendered-worker-1", &layered, &metrics, &board));
+        assert!(!tracker.observe("worker", "rendered-worker-1", &layered, &metrics, &board));
+        assert!(tracker.observe("infra", "rendered-infra-1", &base, &metrics, &board));
+
+        let text = metrics.encode();
+        assert!(
+            text.contains(
+                r#"mcs_layered_decisions_total{pool="worker",decision="layered",reason="validated"} 2"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"mcs_layered_decisions_total{pool="infra",decision="base",reason="in_cluster_registry"} 1"#
+            ),
+            "{text}"
+        );
+        let status = board.snapshot();
+        let worker = status["worker"].layered.as_ref().unwrap();
+        assert_eq!(
+            (worker.decision, worker.reason, worker.image.as_deref()),
+            ("layered", "validated", Some("quay.io/x@sha256:1"))
+        );
+        let infra = status["infra"].layered.as_ref().unwrap();
+        assert_eq!(
+            (infra.decision, infra.reason, infra.image.as_deref()),
+            ("base", "in_cluster_registry", None)
+        );
     }
 }
