@@ -18,7 +18,7 @@ if [[ -z ${MCS_BENCH_FIXTURE:-} && ! -d $FIXTURE ]]; then
 fi
 CERT=${MCS_BENCH_CERT:-$REPO/certs/tls.crt}
 KEY=${MCS_BENCH_KEY:-$REPO/certs/tls.key}
-SYNTHETIC_BYTES=${MCS_BENCH_SYNTHETIC_BYTES:-1500000} # Ignition content per synthetic MachineConfig
+SYNTHETIC_BYTES=${MCS_BENCH_SYNTHETIC_BYTES:-1860000} # Ignition content per synthetic MachineConfig
 SERVERS=${MCS_BENCH_SERVERS:-ours,nginx}          # "nginx" alone checks the harness without our server
 KEEP=${MCS_BENCH_KEEP:-0}                         # 1: keep the work directory for inspection
 # What Ignition sends (see docs/upstream-mcs.md, "Who calls it").
@@ -102,6 +102,7 @@ start_ours() { # NAME BASEDIR -> sets OURS_PID, OURS_PORT
     "$REPO/target/release/machine-config-server" bootstrap \
         --server-basedir "$dir" --bootstrap-kubeconfig "$dir/kubeconfig" \
         --cert "$CERT" --key "$KEY" --secure-port "$OURS_PORT" --insecure-port 0 \
+        --bind-address 127.0.0.1 --metrics-bind-address "" \
         >"$WORK/ours-$name.log" 2>&1 &
     OURS_PID=$!
     STARTED+=("$OURS_PID")
