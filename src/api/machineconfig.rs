@@ -26,9 +26,10 @@ pub struct MachineConfigSpec {
     pub base_os_extensions_container_image: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<serde_json::Value>,
-    #[serde(default)]
+    /// The CRD marks this list nullable, and Go writes a nil slice as `null`.
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub kernel_arguments: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub extensions: Vec<String>,
     #[serde(default)]
     pub fips: bool,
@@ -118,6 +119,16 @@ impl ControllerConfigSpec {
     }
 }
 
+/// Reads a JSON `null` list as empty: Go encodes a nil slice as `null`, and a typed watch must
+/// not reject a whole list of objects because one of them carries it.
+pub(crate) fn null_as_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<Vec<T>>::deserialize(deserializer).map(Option::unwrap_or_default)
+}
+
 fn decode_bytes_field(field: Option<&str>) -> Result<Option<Vec<u8>>, base64::DecodeError> {
     use base64::Engine as _;
     match field {
@@ -139,5 +150,45 @@ impl MachineConfigPool {
             Some(status) => &status.configuration.name,
             None => "",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn machine_config_with_null_lists_and_unknown_fields_deserializes() {
+        let mc: MachineConfig = serde_json::from_value(serde_json::json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfig",
+            "metadata": {"name": "rendered-worker-1", "resourceVersion": "7"},
+            "spec": {
+                "config": {"ignition": {"version": "3.4.0"}},
+                "kernelArguments": null,
+                "extensions": null,
+                "osImageURL": "quay.io/os@sha256:1",
+                "someFutureField": {"x": 1}
+            }
+        }))
+        .expect("a real object with null lists must deserialize");
+        assert!(mc.spec.kernel_arguments.is_empty());
+        assert!(mc.spec.extensions.is_empty());
+        assert_eq!(mc.spec.os_image_url, "quay.io/os@sha256:1");
+    }
+
+    #[test]
+    fn served_config_follows_updated_machine_count() {
+        let mut pool: MachineConfigPool = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "worker"},
+            "spec": {"configuration": {"name": "rendered-worker-new"}},
+            "status": {"configuration": {"name": "rendered-worker-old"}, "updatedMachineCount": 0}
+        }))
+        .expect("pool");
+        assert_eq!(pool.served_config_name(), "rendered-worker-old");
+        if let Some(status) = pool.status.as_mut() {
+            status.updated_machine_count = 1;
+        }
+        assert_eq!(pool.served_config_name(), "rendered-worker-new");
     }
 }
