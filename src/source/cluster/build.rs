@@ -1,0 +1,417 @@
+//! Pure snapshot building: the contents of the watch caches at one moment plus the served
+//! kubeconfig become one immutable [`Snapshot`], and a list of [`Problem`]s worth one log line
+//! each (an object that does not decode, a pool whose rendered MachineConfig is missing).
+//!
+//! Owns the mapping from cluster objects to snapshot fields; no I/O, no logging, no caches.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
+
+use super::kubeconfig::CONFIG_MAP_CA_KEY;
+use super::lenient::Lenient;
+use crate::api::imagebuild::{MachineOSBuild, MachineOSConfig, Route};
+use crate::api::machineconfignode::MachineConfigNode;
+use crate::api::{ControllerConfig, MachineConfig, MachineConfigPool};
+use crate::render::layered::LayeredInputs;
+use crate::snapshot::{LoadError, Mode, Snapshot};
+
+/// Name of the one ControllerConfig the server reads.
+pub const CONTROLLER_CONFIG_NAME: &str = "machine-config-controller";
+
+/// The contents of every watch cache at one moment, each list sorted by namespace and name so
+/// that equal contents give equal snapshots.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterObjects {
+    pub pools: Vec<Arc<Lenient<MachineConfigPool>>>,
+    pub machine_configs: Vec<Arc<Lenient<MachineConfig>>>,
+    pub controller_configs: Vec<Arc<Lenient<ControllerConfig>>>,
+    pub config_maps: Vec<Arc<Lenient<ConfigMap>>>,
+    pub machine_os_configs: Vec<Arc<Lenient<MachineOSConfig>>>,
+    pub machine_os_builds: Vec<Arc<Lenient<MachineOSBuild>>>,
+    pub nodes: Vec<Arc<Lenient<Node>>>,
+    pub machine_config_nodes: Vec<Arc<Lenient<MachineConfigNode>>>,
+    pub services: Vec<Arc<Lenient<Service>>>,
+    pub routes: Vec<Arc<Lenient<Route>>>,
+}
+
+/// Identity of every cached object (kind, namespace/name, resourceVersion), in a fixed order:
+/// equal fingerprints mean equal cache contents, so a re-list that changed nothing does not
+/// publish a new generation (which would throw away every rendered payload).
+pub type Fingerprint = Vec<(&'static str, String, String)>;
+
+/// Something about the cluster state worth one log line until it changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// What it is about, e.g. `machineconfigpool/worker`.
+    pub subject: String,
+    /// Why, in one sentence; a new reason for the same subject logs again.
+    pub reason: String,
+}
+
+impl ClusterObjects {
+    /// Sorts every list by (namespace, name).
+    pub fn sort(&mut self) {
+        fn by_key<K>(list: &mut [Arc<Lenient<K>>]) {
+            list.sort_by(|a, b| (a.namespace(), a.name()).cmp(&(b.namespace(), b.name())));
+        }
+        by_key(&mut self.pools);
+        by_key(&mut self.machine_configs);
+        by_key(&mut self.controller_configs);
+        by_key(&mut self.config_maps);
+        by_key(&mut self.machine_os_configs);
+        by_key(&mut self.machine_os_builds);
+        by_key(&mut self.nodes);
+        by_key(&mut self.machine_config_nodes);
+        by_key(&mut self.services);
+        by_key(&mut self.routes);
+    }
+
+    /// See [`Fingerprint`].
+    pub fn fingerprint(&self) -> Fingerprint {
+        fn add<K>(out: &mut Fingerprint, kind: &'static str, list: &[Arc<Lenient<K>>]) {
+            out.extend(list.iter().map(|o| {
+                (
+                    kind,
+                    format!("{}/{}", o.namespace(), o.name()),
+                    o.resource_version().to_owned(),
+                )
+            }));
+        }
+        let mut out = Fingerprint::new();
+        add(&mut out, "machineconfigpools", &self.pools);
+        add(&mut out, "machineconfigs", &self.machine_configs);
+        add(&mut out, "controllerconfigs", &self.controller_configs);
+        add(&mut out, "configmaps", &self.config_maps);
+        add(&mut out, "machineosconfigs", &self.machine_os_configs);
+        add(&mut out, "machineosbuilds", &self.machine_os_builds);
+        add(&mut out, "nodes", &self.nodes);
+        add(&mut out, "machineconfignodes", &self.machine_config_nodes);
+        add(&mut out, "services", &self.services);
+        add(&mut out, "routes", &self.routes);
+        out
+    }
+
+    /// `binaryData["ca-bundle.crt"]` of the `kubeconfig-data` ConfigMap (the only one watched).
+    pub fn config_map_ca(&self) -> Option<Vec<u8>> {
+        self.config_maps.iter().find_map(|cm| {
+            let cm = cm.object().ok()?;
+            let data = cm.binary_data.as_ref()?.get(CONFIG_MAP_CA_KEY)?;
+            Some(data.0.clone())
+        })
+    }
+}
+
+/// Builds the snapshot a render reads from the cache contents and the served kubeconfig.
+pub fn build_snapshot(
+    objects: &ClusterObjects,
+    kubeconfig: Arc<[u8]>,
+    generation: u64,
+) -> Snapshot {
+    Snapshot {
+        generation,
+        mode: Mode::Cluster,
+        pools: loaded_by_name("MachineConfigPool", &objects.pools),
+        machine_configs: loaded_by_name("MachineConfig", &objects.machine_configs),
+        controller_config: objects
+            .controller_configs
+            .iter()
+            .find(|cc| cc.name() == CONTROLLER_CONFIG_NAME)
+            .map(|cc| loaded("ControllerConfig", cc)),
+        kubeconfig,
+        registry_certs: Vec::new(),
+        layered: LayeredInputs {
+            machine_os_configs: decoded(&objects.machine_os_configs),
+            machine_os_builds: decoded(&objects.machine_os_builds),
+            nodes: decoded(&objects.nodes),
+            machine_config_nodes: decoded(&objects.machine_config_nodes),
+            registry_hosts: registry_hosts(&decoded(&objects.services), &decoded(&objects.routes)),
+        },
+    }
+}
+
+/// What a snapshot built from `objects` cannot serve, or serves without some input: objects
+/// that do not decode, pools without a usable rendered config, a missing ControllerConfig.
+pub fn problems(objects: &ClusterObjects) -> Vec<Problem> {
+    let mut out = Vec::new();
+    undecodable(&mut out, "machineconfigpool", &objects.pools);
+    undecodable(&mut out, "machineconfig", &objects.machine_configs);
+    undecodable(&mut out, "controllerconfig", &objects.controller_configs);
+    undecodable(&mut out, "configmap", &objects.config_maps);
+    undecodable(&mut out, "machineosconfig", &objects.machine_os_configs);
+    undecodable(&mut out, "machineosbuild", &objects.machine_os_builds);
+    undecodable(&mut out, "node", &objects.nodes);
+    undecodable(&mut out, "machineconfignode", &objects.machine_config_nodes);
+    undecodable(&mut out, "service", &objects.services);
+    undecodable(&mut out, "route", &objects.routes);
+
+    let known_configs: std::collections::BTreeSet<&str> =
+        objects.machine_configs.iter().map(|mc| mc.name()).collect();
+    for pool in &objects.pools {
+        let Ok(decoded) = pool.object() else { continue };
+        let name = decoded.served_config_name();
+        let reason = if name.is_empty() {
+            "pool has no rendered configuration yet; /config answers 500 until it has".to_owned()
+        } else if !known_configs.contains(name) {
+            format!(
+                "rendered MachineConfig {name:?} does not exist; /config answers 500 until it does"
+            )
+        } else {
+            continue;
+        };
+        out.push(Problem {
+            subject: format!("machineconfigpool/{}", pool.name()),
+            reason,
+        });
+    }
+
+    if !objects
+        .controller_configs
+        .iter()
+        .any(|cc| cc.name() == CONTROLLER_CONFIG_NAME)
+    {
+        out.push(Problem {
+            subject: format!("controllerconfig/{CONTROLLER_CONFIG_NAME}"),
+            reason: "ControllerConfig does not exist; /config answers 500 until it does".to_owned(),
+        });
+    }
+    out
+}
+
+/// Host prefixes of the in-cluster image registry, as the original computes them: for each
+/// Service `<name>.<namespace>.svc:<first port>` (without the port when it has none), then each
+/// Route's non-empty `spec.host`. The caller passes only objects of `openshift-image-registry`.
+fn registry_hosts(services: &[Arc<Service>], routes: &[Arc<Route>]) -> Vec<String> {
+    let mut hosts = Vec::new();
+    for service in services {
+        let name = service.metadata.name.as_deref().unwrap_or_default();
+        let namespace = service.metadata.namespace.as_deref().unwrap_or_default();
+        let first_port = service
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.ports.as_ref())
+            .and_then(|ports| ports.first())
+            .map(|port| port.port);
+        match first_port {
+            Some(port) => hosts.push(format!("{name}.{namespace}.svc:{port}")),
+            None => hosts.push(format!("{name}.{namespace}.svc")),
+        }
+    }
+    hosts.extend(
+        routes
+            .iter()
+            .filter(|route| !route.spec.host.is_empty())
+            .map(|route| route.spec.host.clone()),
+    );
+    hosts
+}
+
+fn loaded<K>(what: &str, object: &Lenient<K>) -> Result<Arc<K>, LoadError> {
+    object
+        .object()
+        .cloned()
+        .map_err(|reason| LoadError::Invalid {
+            what: format!("{what} {:?}", object.name()),
+            reason: reason.to_owned(),
+        })
+}
+
+fn loaded_by_name<K>(
+    what: &str,
+    list: &[Arc<Lenient<K>>],
+) -> BTreeMap<String, Result<Arc<K>, LoadError>> {
+    list.iter()
+        .map(|object| (object.name().to_owned(), loaded(what, object)))
+        .collect()
+}
+
+fn decoded<K>(list: &[Arc<Lenient<K>>]) -> Vec<Arc<K>> {
+    list.iter()
+        .filter_map(|o| o.object().ok().cloned())
+        .collect()
+}
+
+fn undecodable<K>(out: &mut Vec<Problem>, kind: &str, list: &[Arc<Lenient<K>>]) {
+    for object in list {
+        if let Err(reason) = object.object() {
+            let name = match object.namespace() {
+                "" => object.name().to_owned(),
+                ns => format!("{ns}/{}", object.name()),
+            };
+            out.push(Problem {
+                subject: format!("{kind}/{name}"),
+                reason: format!("cannot be decoded, ignored: {reason}"),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::de::DeserializeOwned;
+
+    fn obj<K: DeserializeOwned>(value: serde_json::Value) -> Arc<Lenient<K>> {
+        Arc::new(
+            serde_json::from_value(value).expect("lenient decode never fails on valid metadata"),
+        )
+    }
+
+    fn pool(name: &str, spec: &str, status: &str, updated: i64) -> Arc<Lenient<MachineConfigPool>> {
+        obj(serde_json::json!({
+            "metadata": {"name": name, "resourceVersion": "1"},
+            "spec": {"configuration": {"name": spec}},
+            "status": {"configuration": {"name": status}, "updatedMachineCount": updated}
+        }))
+    }
+
+    fn mc(name: &str) -> Arc<Lenient<MachineConfig>> {
+        obj(serde_json::json!({
+            "metadata": {"name": name, "resourceVersion": "1"},
+            "spec": {"config": {"ignition": {"version": "3.4.0"}}}
+        }))
+    }
+
+    fn controller_config() -> Arc<Lenient<ControllerConfig>> {
+        obj(serde_json::json!({
+            "metadata": {"name": CONTROLLER_CONFIG_NAME, "resourceVersion": "3"},
+            "spec": {"kubeAPIServerServingCAData": "Y2E=", "clusterDNSIP": "172.30.0.10"}
+        }))
+    }
+
+    fn base() -> ClusterObjects {
+        ClusterObjects {
+            pools: vec![pool("worker", "rendered-worker-2", "rendered-worker-1", 0)],
+            machine_configs: vec![mc("rendered-worker-1"), mc("rendered-worker-2")],
+            controller_configs: vec![controller_config()],
+            ..ClusterObjects::default()
+        }
+    }
+
+    #[test]
+    fn snapshot_holds_pools_configs_and_controller_config() {
+        let snapshot = build_snapshot(&base(), Arc::from(&b"kc"[..]), 7);
+        assert_eq!(snapshot.generation, 7);
+        assert_eq!(snapshot.mode, Mode::Cluster);
+        assert_eq!(&*snapshot.kubeconfig, b"kc");
+        let worker = snapshot.pools["worker"].as_ref().expect("valid pool");
+        assert_eq!(worker.served_config_name(), "rendered-worker-1");
+        assert!(snapshot.machine_configs.contains_key("rendered-worker-2"));
+        let cc = snapshot.controller_config.expect("present").expect("valid");
+        assert_eq!(
+            cc.spec.kube_api_server_serving_ca().expect("base64"),
+            Some(b"ca".to_vec())
+        );
+        assert!(problems(&base()).is_empty());
+    }
+
+    #[test]
+    fn broken_objects_fail_alone_with_a_reason() {
+        let mut objects = base();
+        objects.machine_configs.push(obj(serde_json::json!({
+            "metadata": {"name": "rendered-infra-1"},
+            "spec": {"kernelArguments": 5}
+        })));
+        let snapshot = build_snapshot(&objects, Arc::from(&b""[..]), 1);
+        assert!(snapshot.machine_configs["rendered-worker-1"].is_ok());
+        match &snapshot.machine_configs["rendered-infra-1"] {
+            Err(LoadError::Invalid { what, .. }) => assert!(what.contains("rendered-infra-1")),
+            other => panic!("expected invalid, got {other:?}"),
+        }
+        let found = problems(&objects);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].subject, "machineconfig/rendered-infra-1");
+    }
+
+    #[test]
+    fn pools_without_a_usable_rendered_config_are_problems() {
+        let mut objects = base();
+        objects.pools = vec![
+            pool("worker", "rendered-worker-3", "rendered-worker-1", 1),
+            pool("infra", "", "", 0),
+        ];
+        let found = problems(&objects);
+        let subjects: Vec<&str> = found.iter().map(|p| p.subject.as_str()).collect();
+        assert_eq!(
+            subjects,
+            ["machineconfigpool/worker", "machineconfigpool/infra"]
+        );
+        assert!(found[0].reason.contains("rendered-worker-3"));
+    }
+
+    #[test]
+    fn missing_controller_config_is_a_problem_and_absent_from_the_snapshot() {
+        let mut objects = base();
+        objects.controller_configs.clear();
+        assert!(build_snapshot(&objects, Arc::from(&b""[..]), 1)
+            .controller_config
+            .is_none());
+        assert_eq!(
+            problems(&objects)[0].subject,
+            "controllerconfig/machine-config-controller"
+        );
+    }
+
+    #[test]
+    fn registry_hosts_follow_the_original_rule() {
+        let services: Vec<Arc<Lenient<Service>>> = vec![
+            obj(serde_json::json!({
+                "metadata": {"name": "image-registry", "namespace": "openshift-image-registry"},
+                "spec": {"ports": [{"port": 5000}, {"port": 5001}]}
+            })),
+            obj(serde_json::json!({
+                "metadata": {"name": "headless", "namespace": "openshift-image-registry"},
+                "spec": {}
+            })),
+        ];
+        let routes: Vec<Arc<Lenient<Route>>> = vec![
+            obj(serde_json::json!({
+                "metadata": {"name": "default-route", "namespace": "openshift-image-registry"},
+                "spec": {"host": "default-route-openshift-image-registry.apps.example.com"}
+            })),
+            obj(serde_json::json!({
+                "metadata": {"name": "no-host", "namespace": "openshift-image-registry"},
+                "spec": {}
+            })),
+        ];
+        let objects = ClusterObjects {
+            services,
+            routes,
+            ..base()
+        };
+        let snapshot = build_snapshot(&objects, Arc::from(&b""[..]), 1);
+        assert_eq!(
+            snapshot.layered.registry_hosts,
+            [
+                "image-registry.openshift-image-registry.svc:5000",
+                "headless.openshift-image-registry.svc",
+                "default-route-openshift-image-registry.apps.example.com",
+            ]
+        );
+    }
+
+    #[test]
+    fn fingerprint_changes_only_with_resource_versions() {
+        let a = base();
+        let b = base();
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        let mut c = base();
+        c.pools = vec![obj(serde_json::json!({
+            "metadata": {"name": "worker", "resourceVersion": "2"},
+            "spec": {}
+        }))];
+        assert_ne!(a.fingerprint(), c.fingerprint());
+    }
+
+    #[test]
+    fn config_map_ca_is_read_from_binary_data() {
+        let mut objects = base();
+        assert_eq!(objects.config_map_ca(), None);
+        objects.config_maps.push(obj(serde_json::json!({
+            "metadata": {"name": "kubeconfig-data", "namespace": "openshift-machine-config-operator"},
+            "binaryData": {"ca-bundle.crt": "Y20tY2E="}
+        })));
+        assert_eq!(objects.config_map_ca(), Some(b"cm-ca".to_vec()));
+    }
+}

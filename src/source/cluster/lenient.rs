@@ -1,0 +1,157 @@
+//! [`Lenient`]: the object type every watch cache of the cluster source stores.
+//!
+//! A typed watch decodes a whole list page in one go, so a single object our types cannot read
+//! would fail the list, keep the cache from ever syncing and take every pool down with it. A
+//! `Lenient<K>` decodes its metadata strictly (the API server guarantees it) and the object
+//! itself per object, keeping the error instead of failing: one broken MachineConfig fails only
+//! the pools that serve it. Decoding also drops `metadata.managedFields`, which nothing here
+//! reads and which can be most of an object's size.
+//!
+//! Owns decoding only; what a decode error means for serving is decided when snapshots are built.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer};
+
+/// An object of kind `K` as the watch saw it: its metadata, and the typed object or the reason
+/// it could not be decoded.
+#[derive(Clone, Debug)]
+pub struct Lenient<K> {
+    metadata: ObjectMeta,
+    object: Result<Arc<K>, String>,
+}
+
+impl<K> Lenient<K> {
+    /// Wraps an already typed object (tests and callers that build objects themselves).
+    pub fn new(metadata: ObjectMeta, object: Result<Arc<K>, String>) -> Self {
+        Lenient { metadata, object }
+    }
+
+    /// `metadata.name`, empty when absent.
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// `metadata.namespace`, empty for cluster-scoped objects.
+    pub fn namespace(&self) -> &str {
+        self.metadata.namespace.as_deref().unwrap_or_default()
+    }
+
+    /// `metadata.resourceVersion`, empty when absent.
+    pub fn resource_version(&self) -> &str {
+        self.metadata
+            .resource_version
+            .as_deref()
+            .unwrap_or_default()
+    }
+
+    /// Applies `change` to the decoded object (copying it only if it is shared).
+    pub fn modify_object(&mut self, change: impl FnOnce(&mut K))
+    where
+        K: Clone,
+    {
+        if let Ok(object) = &mut self.object {
+            change(Arc::make_mut(object));
+        }
+    }
+
+    /// The decoded object, or why it could not be decoded.
+    pub fn object(&self) -> Result<&Arc<K>, &str> {
+        self.object.as_ref().map_err(String::as_str)
+    }
+}
+
+impl<'de, K: DeserializeOwned> Deserialize<'de> for Lenient<K> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut value = serde_json::Value::deserialize(deserializer)?;
+        if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            meta.remove("managedFields");
+        }
+        let metadata = match value.get("metadata") {
+            Some(meta) => ObjectMeta::deserialize(meta).map_err(D::Error::custom)?,
+            None => ObjectMeta::default(),
+        };
+        let object = serde_json::from_value::<K>(value)
+            .map(Arc::new)
+            .map_err(|error| error.to_string());
+        Ok(Lenient { metadata, object })
+    }
+}
+
+impl<K: Resource> Resource for Lenient<K> {
+    type DynamicType = K::DynamicType;
+    type Scope = K::Scope;
+
+    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+
+    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::group(dt)
+    }
+
+    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::version(dt)
+    }
+
+    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::MachineConfig;
+
+    #[test]
+    fn broken_object_keeps_its_metadata_and_the_reason() {
+        let parsed: Lenient<MachineConfig> = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "rendered-worker-1", "resourceVersion": "12"},
+            "spec": {"fips": "not a bool"}
+        }))
+        .expect("metadata is valid, so the wrapper decodes");
+        assert_eq!(parsed.name(), "rendered-worker-1");
+        assert_eq!(parsed.resource_version(), "12");
+        let reason = parsed.object().expect_err("spec.fips is a string");
+        assert!(
+            reason.contains("fips") || reason.contains("boolean"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn a_list_with_one_broken_object_still_decodes() {
+        let items: Vec<Lenient<MachineConfig>> = serde_json::from_value(serde_json::json!([
+            {"metadata": {"name": "good"}, "spec": {"fips": true}},
+            {"metadata": {"name": "bad"}, "spec": {"kernelArguments": "one string"}}
+        ]))
+        .expect("list decodes");
+        assert!(items[0].object().is_ok_and(|mc| mc.spec.fips));
+        assert!(items[1].object().is_err());
+    }
+
+    #[test]
+    fn managed_fields_are_dropped() {
+        let parsed: Lenient<MachineConfig> = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "mc", "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
+            "spec": {}
+        }))
+        .expect("decodes");
+        assert!(parsed.meta().managed_fields.is_none());
+        let object = parsed.object().expect("valid");
+        assert!(object.metadata.managed_fields.is_none());
+    }
+}

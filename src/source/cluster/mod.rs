@@ -1,0 +1,325 @@
+//! The cluster source (`machine-config-server start`): everything served comes from the
+//! Kubernetes API through kube-runtime watch caches, never from API calls on the request path.
+//!
+//! [`start`] connects (`--kubeconfig`, or the in-cluster config), starts one reflector per kind
+//! ([`watches`]), and a builder task that turns the caches plus the served kubeconfig
+//! ([`kubeconfig`], from `--bootstrap-token-dir` and `--apiserver-url`) into immutable
+//! [`Snapshot`]s ([`build`]). The builder wakes on every cache change (debounced, so a burst of
+//! events gives one snapshot) and polls the token directory for rotation; it publishes only
+//! when something changed, and never before every cache has synced: until then `ready` stays
+//! false and the server answers 503. During an API outage the caches keep their last contents,
+//! watches reconnect with backoff, and [`observe::ApiReachability`] logs and reports the outage
+//! and the recovery once each.
+//!
+//! Owns the cluster connection, the caches and snapshot publication. It must not render,
+//! serve, or write to the cluster (the MachineConfigNode publisher does that with [`ClusterSource::client`]).
+
+pub mod build;
+pub mod kubeconfig;
+pub mod lenient;
+pub mod log_once;
+pub mod observe;
+pub mod watches;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::client::{ClientBuilder, DynBody};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use self::build::{build_snapshot, problems, Fingerprint};
+use self::kubeconfig::{read_token_dir, KubeconfigInputs};
+pub use self::log_once::ReasonLog;
+pub use self::observe::{ApiReachability, ClusterObserver, NoopObserver};
+use self::watches::{Caches, SyncTracker, WatchContext};
+use crate::snapshot::{Mode, Snapshot};
+
+/// Default `--bootstrap-token-dir`: the node-bootstrapper token secret's mount point.
+pub const DEFAULT_BOOTSTRAP_TOKEN_DIR: &str = "/etc/mcs/bootstrap-token";
+
+/// How the cluster source connects and what it serves.
+#[derive(Clone, Debug)]
+pub struct ClusterSettings {
+    /// `--kubeconfig`: run outside a cluster; the in-cluster config is used when `None`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--apiserver-url`: the API server URL written into served kubeconfigs.
+    pub apiserver_url: String,
+    /// `--bootstrap-token-dir`: holds `token` and `ca.crt` for the served kubeconfig.
+    pub bootstrap_token_dir: PathBuf,
+    /// How often the token directory is re-read to pick up a rotated token or CA.
+    pub token_poll_interval: Duration,
+    /// How long the builder waits after a change for more before building a snapshot.
+    pub debounce: Duration,
+}
+
+impl ClusterSettings {
+    /// Settings with the defaults of the original for everything but the API server URL.
+    pub fn new(apiserver_url: impl Into<String>) -> Self {
+        ClusterSettings {
+            kubeconfig: None,
+            apiserver_url: apiserver_url.into(),
+            bootstrap_token_dir: PathBuf::from(DEFAULT_BOOTSTRAP_TOKEN_DIR),
+            token_poll_interval: Duration::from_secs(1),
+            debounce: Duration::from_millis(50),
+        }
+    }
+}
+
+/// Why the cluster source could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `--kubeconfig` cannot be read or used.
+    #[error("--kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// No `--kubeconfig` and not running in a pod.
+    #[error("no --kubeconfig given and the in-cluster configuration is unavailable: {0}")]
+    InCluster(#[source] kube::config::InClusterError),
+    /// The client cannot be built from the configuration (e.g. a bad TLS setting).
+    #[error("cannot build the Kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+}
+
+impl Error {
+    /// Short, stable name used as a metric label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Kubeconfig { .. } => "kubeconfig",
+            Self::InCluster(_) => "in_cluster",
+            Self::Client(_) => "client",
+        }
+    }
+}
+
+/// Handles on a running cluster source.
+pub struct ClusterSource {
+    /// The latest snapshot; generation 0 (empty) until every cache has synced.
+    pub snapshots: watch::Receiver<Arc<Snapshot>>,
+    /// True once every cache has synced and the first snapshot is published; stays true
+    /// through API outages (the last known state keeps being served).
+    pub ready: watch::Receiver<bool>,
+    /// The client the caches use (with reachability reporting), for other cluster-mode parts.
+    pub client: Client,
+    /// Whether the API answered the last request.
+    pub reachability: ApiReachability,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl ClusterSource {
+    /// Waits for every task of the source to end (they end when `shutdown` completes).
+    pub async fn join(self) {
+        for task in self.tasks {
+            if let Err(error) = task.await {
+                warn!(%error, "cluster source task ended abnormally");
+            }
+        }
+    }
+}
+
+/// Connects to the API, starts the watches and the snapshot builder, and returns at once; the
+/// caches fill in the background (watch `ready`). Everything stops when `shutdown` completes.
+pub async fn start(
+    settings: ClusterSettings,
+    observer: Arc<dyn ClusterObserver>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<ClusterSource, Error> {
+    let config = client_config(&settings).await?;
+    let reachability = ApiReachability::new(observer.clone());
+    let client = build_client(config, reachability.clone())?;
+
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let ctx = WatchContext {
+        changed: Arc::new(Notify::new()),
+        sync: Arc::new(SyncTracker::default()),
+        observer: observer.clone(),
+        shutdown: shutdown_rx.clone(),
+    };
+    let (caches, mut tasks) = watches::spawn_all(&client, &ctx);
+
+    let (snapshots_tx, snapshots) = watch::channel(Arc::new(Snapshot::empty(Mode::Cluster)));
+    let (ready_tx, ready) = watch::channel(false);
+    let builder = Builder {
+        caches,
+        sync: ctx.sync.clone(),
+        settings,
+        observer,
+        problems: ReasonLog::default(),
+        snapshots: snapshots_tx,
+        ready: ready_tx,
+        inputs: None,
+        kubeconfig: None,
+        published: None,
+        generation: 0,
+    };
+    tasks.push(tokio::spawn(builder.run(ctx.changed.clone(), shutdown_rx)));
+    tasks.push(tokio::spawn(async move {
+        shutdown.await;
+        let _ = shutdown_tx.send(true);
+    }));
+
+    Ok(ClusterSource {
+        snapshots,
+        ready,
+        client,
+        reachability,
+        tasks,
+    })
+}
+
+async fn client_config(settings: &ClusterSettings) -> Result<kube::Config, Error> {
+    match &settings.kubeconfig {
+        Some(path) => {
+            let wrap = |source| Error::Kubeconfig {
+                path: path.clone(),
+                source,
+            };
+            let kubeconfig = Kubeconfig::read_from(path).map_err(wrap)?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .map_err(wrap)
+        }
+        None => kube::Config::incluster().map_err(Error::InCluster),
+    }
+}
+
+/// The default kube client stack, wrapped so that every request outcome feeds `reachability`.
+fn build_client(config: kube::Config, reachability: ApiReachability) -> Result<Client, Error> {
+    type Outcome = Result<http::Response<Box<DynBody>>, tower::BoxError>;
+    let observe = tower::util::MapResultLayer::new(move |outcome: Outcome| {
+        match &outcome {
+            Ok(_) => reachability.record(true, &"response received"),
+            Err(error) => reachability.record(false, error),
+        }
+        outcome
+    });
+    let builder = ClientBuilder::try_from(config).map_err(Error::Client)?;
+    Ok(builder.with_layer(&observe).build())
+}
+
+/// The task that turns cache contents and the token directory into published snapshots.
+struct Builder {
+    caches: Caches,
+    sync: Arc<SyncTracker>,
+    settings: ClusterSettings,
+    observer: Arc<dyn ClusterObserver>,
+    /// Build-time problems (and the kubeconfig's), each logged once per state.
+    problems: ReasonLog,
+    snapshots: watch::Sender<Arc<Snapshot>>,
+    ready: watch::Sender<bool>,
+    /// The token directory and ConfigMap CA as last read.
+    inputs: Option<KubeconfigInputs>,
+    /// The last kubeconfig that could be built; kept while a rotation is half done.
+    kubeconfig: Option<Arc<[u8]>>,
+    /// What the published snapshot was built from.
+    published: Option<(Fingerprint, Arc<[u8]>)>,
+    generation: u64,
+}
+
+/// Subject under which kubeconfig problems are logged once.
+const KUBECONFIG_SUBJECT: &str = "served kubeconfig";
+
+impl Builder {
+    async fn run(mut self, changed: Arc<Notify>, mut shutdown: watch::Receiver<bool>) {
+        let mut poll = tokio::time::interval(self.settings.token_poll_interval);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => break,
+                _ = changed.notified() => {
+                    // Let the rest of a burst (a re-list, a rollout touching many objects)
+                    // land in the caches so that it becomes one snapshot.
+                    tokio::time::sleep(self.settings.debounce).await;
+                }
+                _ = poll.tick() => {}
+            }
+            self.refresh().await;
+        }
+    }
+
+    async fn refresh(&mut self) {
+        if !self.sync.all_synced() {
+            return;
+        }
+        let objects = self.caches.objects();
+
+        let inputs =
+            read_token_dir(&self.settings.bootstrap_token_dir, objects.config_map_ca()).await;
+        if self.inputs.as_ref() != Some(&inputs) {
+            self.update_kubeconfig(&inputs);
+            self.inputs = Some(inputs);
+        }
+        let Some(kubeconfig) = self.kubeconfig.clone() else {
+            return;
+        };
+
+        let fingerprint = objects.fingerprint();
+        if let Some((published, published_kubeconfig)) = &self.published {
+            if *published == fingerprint && Arc::ptr_eq(published_kubeconfig, &kubeconfig) {
+                return;
+            }
+        }
+
+        self.log_problems(&objects);
+        self.generation += 1;
+        let snapshot = build_snapshot(&objects, kubeconfig.clone(), self.generation);
+        self.snapshots.send_replace(Arc::new(snapshot));
+        self.observer.snapshot_published(self.generation);
+        self.published = Some((fingerprint, kubeconfig));
+        if !*self.ready.borrow() {
+            self.ready.send_replace(true);
+            info!(
+                generation = self.generation,
+                "every cache has synced; serving cluster state"
+            );
+            self.observer.ready();
+        }
+    }
+
+    fn update_kubeconfig(&mut self, inputs: &KubeconfigInputs) {
+        match inputs.build(&self.settings.apiserver_url) {
+            Ok(bytes) => {
+                if self.kubeconfig.is_some() {
+                    info!("token directory or CA bundle changed; serving the updated kubeconfig");
+                }
+                self.problems.clear(KUBECONFIG_SUBJECT);
+                self.kubeconfig = Some(Arc::from(bytes));
+            }
+            Err(error) => {
+                if self
+                    .problems
+                    .should_log(KUBECONFIG_SUBJECT, &error.to_string())
+                {
+                    if self.kubeconfig.is_some() {
+                        warn!(%error, kind = error.kind(), "cannot rebuild the served kubeconfig; keeping the previous one");
+                    } else {
+                        warn!(%error, kind = error.kind(), "cannot build the served kubeconfig; not ready until it can be built");
+                    }
+                }
+            }
+        }
+    }
+
+    fn log_problems(&self, objects: &build::ClusterObjects) {
+        let found = problems(objects);
+        for problem in &found {
+            if self.problems.should_log(&problem.subject, &problem.reason) {
+                warn!(subject = %problem.subject, "{}", problem.reason);
+            }
+        }
+        let resolved = self.problems.retain(|subject| {
+            subject == KUBECONFIG_SUBJECT || found.iter().any(|p| p.subject == subject)
+        });
+        for subject in resolved {
+            info!(%subject, "resolved");
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! What the cluster source reports about itself: the [`ClusterObserver`] hook (metrics attach
+//! here without this module depending on them) and [`ApiReachability`], which turns the
+//! outcome of every Kubernetes API request into one log line and one callback per transition
+//! between "reachable" and "unreachable".
+//!
+//! Owns no metric and no I/O: it only calls the observer and logs.
+
+use std::sync::{Arc, Mutex};
+
+use tracing::{info, warn};
+
+/// Callbacks for what the cluster source observes. Every method has an empty default so an
+/// implementation picks what it records. Kinds are the plural resource names
+/// (`machineconfigpools`, `configmaps`, ...). Calls happen on source tasks and must not block.
+pub trait ClusterObserver: Send + Sync + 'static {
+    /// A watch of `kind` started over from a full list (after an error, a 410 Gone or a
+    /// server-side timeout that lost its place); the first list is not a restart.
+    fn watch_restarted(&self, _kind: &'static str) {}
+    /// A list or watch of `kind` failed; `reason` is a short label (`unreachable`, `forbidden`,
+    /// `not_found`, `gone`, `api_error`, `decode`).
+    fn watch_failed(&self, _kind: &'static str, _reason: &'static str) {}
+    /// The cache of `kind` holds a complete list (initially and after every re-list).
+    fn cache_synced(&self, _kind: &'static str) {}
+    /// The cache of `kind` applied a watch event.
+    fn cache_updated(&self, _kind: &'static str) {}
+    /// The Kubernetes API became unreachable (`false`) or reachable again (`true`).
+    fn api_reachability_changed(&self, _reachable: bool) {}
+    /// A snapshot with this generation was published.
+    fn snapshot_published(&self, _generation: u64) {}
+    /// Every cache synced and the first complete snapshot was published.
+    fn ready(&self) {}
+}
+
+/// An observer that records nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoopObserver;
+
+impl ClusterObserver for NoopObserver {}
+
+/// Whether the Kubernetes API answers, derived from the outcome of every request the client
+/// makes: any HTTP response means reachable, a transport error (refused, reset, timeout) means
+/// unreachable. Starts as reachable so that a healthy start logs nothing.
+#[derive(Clone)]
+pub struct ApiReachability {
+    reachable: Arc<Mutex<bool>>,
+    observer: Arc<dyn ClusterObserver>,
+}
+
+impl ApiReachability {
+    pub fn new(observer: Arc<dyn ClusterObserver>) -> Self {
+        ApiReachability {
+            reachable: Arc::new(Mutex::new(true)),
+            observer,
+        }
+    }
+
+    /// Records the outcome of one request; logs and reports only transitions.
+    pub fn record(&self, reachable: bool, detail: &dyn std::fmt::Display) {
+        let changed = {
+            let mut current = match self.reachable.lock() {
+                Ok(guard) => guard,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            let changed = *current != reachable;
+            *current = reachable;
+            changed
+        };
+        if !changed {
+            return;
+        }
+        if reachable {
+            info!("Kubernetes API is reachable again; watches resume");
+        } else {
+            warn!(error = %detail, "Kubernetes API is unreachable; serving the last known state while watches retry with backoff");
+        }
+        self.observer.api_reachability_changed(reachable);
+    }
+
+    /// The current state (for tests and diagnostics).
+    pub fn is_reachable(&self) -> bool {
+        match self.reachable.lock() {
+            Ok(guard) => *guard,
+            Err(poisoned) => *poisoned.into_inner(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[derive(Default)]
+    struct Counting {
+        down: AtomicUsize,
+        up: AtomicUsize,
+    }
+
+    impl ClusterObserver for Counting {
+        fn api_reachability_changed(&self, reachable: bool) {
+            if reachable {
+                self.up.fetch_add(1, Ordering::SeqCst);
+            } else {
+                self.down.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    #[test]
+    fn only_transitions_are_reported() {
+        let observer = Arc::new(Counting::default());
+        let reachability = ApiReachability::new(observer.clone());
+        reachability.record(true, &"ok");
+        reachability.record(false, &"refused");
+        reachability.record(false, &"refused");
+        reachability.record(false, &"refused");
+        assert!(!reachability.is_reachable());
+        reachability.record(true, &"200");
+        reachability.record(true, &"200");
+        assert_eq!(observer.down.load(Ordering::SeqCst), 1);
+        assert_eq!(observer.up.load(Ordering::SeqCst), 1);
+    }
+}

@@ -1,0 +1,398 @@
+//! One kube-runtime reflector per watched kind, and the bookkeeping around it: which caches
+//! have completed their initial list, what to log when a watch fails, and a wake-up for the
+//! snapshot builder on every change.
+//!
+//! Owns the watch tasks and their stores; it never builds snapshots and never serves.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+use tracing::{debug, info, warn};
+
+use super::build::{ClusterObjects, CONTROLLER_CONFIG_NAME};
+use super::lenient::Lenient;
+use super::observe::ClusterObserver;
+use crate::api::imagebuild::{MachineOSBuild, MachineOSConfig, Route};
+use crate::api::machineconfignode::MachineConfigNode;
+use crate::api::{ControllerConfig, MachineConfig, MachineConfigPool};
+
+/// Namespace of the machine-config components (the `kubeconfig-data` ConfigMap).
+pub const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
+/// ConfigMap whose `binaryData["ca-bundle.crt"]` overrides the served kubeconfig's CA.
+pub const KUBECONFIG_DATA_CONFIG_MAP: &str = "kubeconfig-data";
+/// Namespace of the in-cluster image registry's Services and Routes.
+pub const IMAGE_REGISTRY_NAMESPACE: &str = "openshift-image-registry";
+
+/// Read handles on every watch cache.
+#[derive(Clone)]
+pub struct Caches {
+    pools: Store<Lenient<MachineConfigPool>>,
+    machine_configs: Store<Lenient<MachineConfig>>,
+    controller_configs: Store<Lenient<ControllerConfig>>,
+    config_maps: Store<Lenient<ConfigMap>>,
+    machine_os_configs: Store<Lenient<MachineOSConfig>>,
+    machine_os_builds: Store<Lenient<MachineOSBuild>>,
+    nodes: Store<Lenient<Node>>,
+    machine_config_nodes: Store<Lenient<MachineConfigNode>>,
+    services: Store<Lenient<Service>>,
+    routes: Store<Lenient<Route>>,
+}
+
+impl Caches {
+    /// Copies the current contents of every cache (cheap: objects are shared `Arc`s).
+    pub fn objects(&self) -> ClusterObjects {
+        let mut objects = ClusterObjects {
+            pools: self.pools.state(),
+            machine_configs: self.machine_configs.state(),
+            controller_configs: self.controller_configs.state(),
+            config_maps: self.config_maps.state(),
+            machine_os_configs: self.machine_os_configs.state(),
+            machine_os_builds: self.machine_os_builds.state(),
+            nodes: self.nodes.state(),
+            machine_config_nodes: self.machine_config_nodes.state(),
+            services: self.services.state(),
+            routes: self.routes.state(),
+        };
+        objects.sort();
+        objects
+    }
+}
+
+/// Which caches have completed their initial list. A kind whose API the server does not serve
+/// (e.g. Routes on plain Kubernetes) counts as synced and empty when it is optional.
+#[derive(Debug, Default)]
+pub struct SyncTracker {
+    synced: Mutex<BTreeMap<&'static str, bool>>,
+}
+
+impl SyncTracker {
+    fn register(&self, kind: &'static str) {
+        self.lock().insert(kind, false);
+    }
+
+    /// Marks `kind` synced; true the first time.
+    fn mark_synced(&self, kind: &'static str) -> bool {
+        let mut synced = self.lock();
+        let first = !synced.get(kind).copied().unwrap_or(false);
+        synced.insert(kind, true);
+        first
+    }
+
+    /// True once every registered cache has synced.
+    pub fn all_synced(&self) -> bool {
+        self.lock().values().all(|synced| *synced)
+    }
+
+    /// Kinds still waiting for their initial list (for the "not ready yet" log line).
+    pub fn pending(&self) -> Vec<&'static str> {
+        self.lock()
+            .iter()
+            .filter(|(_, synced)| !**synced)
+            .map(|(kind, _)| *kind)
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, bool>> {
+        match self.synced.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+}
+
+/// What every watch task shares.
+#[derive(Clone)]
+pub struct WatchContext {
+    /// Woken on every cache change (and when a cache syncs).
+    pub changed: Arc<Notify>,
+    pub sync: Arc<SyncTracker>,
+    pub observer: Arc<dyn ClusterObserver>,
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// How one kind is watched.
+struct Watched {
+    /// Plural resource name, used in logs and metric labels.
+    kind: &'static str,
+    /// Tolerate the API not being served (404 on list): count as synced and empty.
+    optional: bool,
+}
+
+/// Starts a reflector for every kind the cluster source reads; returns the caches and the
+/// watch tasks.
+pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle<()>>) {
+    let mut tasks = Vec::new();
+    let all = watcher::Config::default();
+    let named = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
+
+    let pools = spawn(
+        Api::all(client.clone()),
+        all.clone(),
+        Watched {
+            kind: "machineconfigpools",
+            optional: false,
+        },
+        keep,
+        ctx,
+        &mut tasks,
+    );
+    let machine_configs = spawn(
+        Api::all(client.clone()),
+        all.clone(),
+        Watched {
+            kind: "machineconfigs",
+            optional: false,
+        },
+        keep,
+        ctx,
+        &mut tasks,
+    );
+    let controller_configs = spawn(
+        Api::all(client.clone()),
+        named(CONTROLLER_CONFIG_NAME),
+        Watched {
+            kind: "controllerconfigs",
+            optional: false,
+        },
+        keep,
+        ctx,
+        &mut tasks,
+    );
+    let config_maps = spawn(
+        Api::namespaced(client.clone(), MCO_NAMESPACE),
+        named(KUBECONFIG_DATA_CONFIG_MAP),
+        Watched {
+            kind: "configmaps",
+            optional: false,
+        },
+        keep,
+        ctx,
+        &mut tasks,
+    );
+    let machine_os_configs = spawn(
+        Api::all(client.clone()),
+        all.clone(),
+        Watched {
+            kind: "machineosconfigs",
+            optional: true,
+        },
+        keep,
+        ctx,
+        &mut tasks,
+    );
+    let machine_os_builds = spawn(
+        Api::all(client.clone()),
+        all.clone(),
+        Watched {
+            kind: "machineosbuilds",
+            optional: true,
+        },
+        keep,
+        ctx,
+        &mut tasks,
+    );
+    let nodes = spawn(
+        Api::all(client.clone()),
+        all.clone(),
+        Watched {
+            kind: "nodes",
+            optional: false,
+        },
+        drop_node_images,
+        ctx,
+        &mut tasks,
+    );
+    let machine_config_nodes = spawn(
+        Api::all(client.clone()),
+        all.clone(),
+        Watched {
+            kind: "machineconfignodes",
+            optional: true,
+        },
+        keep,
+        ctx,
+        &mut tasks,
+    );
+    let services = spawn(
+        Api::namespaced(client.clone(), IMAGE_REGISTRY_NAMESPACE),
+        all.clone(),
+        Watched {
+            kind: "services",
+            optional: false,
+        },
+        keep,
+        ctx,
+        &mut tasks,
+    );
+    let routes = spawn(
+        Api::namespaced(client.clone(), IMAGE_REGISTRY_NAMESPACE),
+        all,
+        Watched {
+            kind: "routes",
+            optional: true,
+        },
+        keep,
+        ctx,
+        &mut tasks,
+    );
+    let caches = Caches {
+        pools,
+        machine_configs,
+        controller_configs,
+        config_maps,
+        machine_os_configs,
+        machine_os_builds,
+        nodes,
+        machine_config_nodes,
+        services,
+        routes,
+    };
+    (caches, tasks)
+}
+
+fn keep<K>(_: &mut K) {}
+
+/// `status.images` lists every image on the node (often tens of kilobytes) and nothing here
+/// reads it; dropping it keeps the Node cache small on large clusters.
+fn drop_node_images(node: &mut Node) {
+    if let Some(status) = node.status.as_mut() {
+        status.images = None;
+    }
+}
+
+fn spawn<K>(
+    api: Api<Lenient<K>>,
+    config: watcher::Config,
+    watched: Watched,
+    trim: fn(&mut K),
+    ctx: &WatchContext,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Store<Lenient<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    ctx.sync.register(watched.kind);
+    let (reader, writer) = reflector::store();
+    let stream = watcher::watcher(api, config)
+        .default_backoff()
+        .modify(move |object: &mut Lenient<K>| object.modify_object(trim))
+        .reflect(writer);
+    tasks.push(tokio::spawn(run_watch(stream, watched, ctx.clone())));
+    reader
+}
+
+async fn run_watch<K, S>(stream: S, watched: Watched, ctx: WatchContext)
+where
+    S: futures::Stream<Item = Result<Event<Lenient<K>>, watcher::Error>> + Send,
+{
+    let WatchContext {
+        changed,
+        sync,
+        observer,
+        mut shutdown,
+    } = ctx;
+    let kind = watched.kind;
+    let mut stream = std::pin::pin!(stream);
+    let mut listed_before = false;
+    let mut logged_failure: Option<&'static str> = None;
+    loop {
+        let item = tokio::select! {
+            _ = shutdown.changed() => break,
+            item = stream.next() => item,
+        };
+        let Some(item) = item else { break };
+        match item {
+            Ok(Event::Init) => {
+                if listed_before {
+                    debug!(kind, "watch restarted with a full list");
+                    observer.watch_restarted(kind);
+                }
+            }
+            Ok(Event::InitApply(_)) => {}
+            Ok(Event::InitDone) => {
+                listed_before = true;
+                if sync.mark_synced(kind) {
+                    info!(kind, "cache synced");
+                }
+                recovered(kind, &mut logged_failure);
+                observer.cache_synced(kind);
+                changed.notify_one();
+            }
+            Ok(Event::Apply(_) | Event::Delete(_)) => {
+                recovered(kind, &mut logged_failure);
+                observer.cache_updated(kind);
+                changed.notify_one();
+            }
+            Err(error) => {
+                let reason = failure_reason(&error);
+                observer.watch_failed(kind, reason);
+                if reason == "not_found" && watched.optional && !listed_before {
+                    if sync.mark_synced(kind) {
+                        info!(kind, "API is not served by this cluster; treating it as empty (retried in the background)");
+                        changed.notify_one();
+                    }
+                    logged_failure = Some(reason);
+                    continue;
+                }
+                // Unreachability is logged once for all kinds by the client's reachability
+                // layer; other failures once per kind until the watch works again.
+                if reason == "unreachable" || reason == "gone" {
+                    debug!(kind, %error, "watch interrupted; retrying with backoff");
+                } else if logged_failure != Some(reason) {
+                    warn!(kind, reason, %error, "watch failed; retrying with backoff");
+                }
+                logged_failure = Some(reason);
+            }
+        }
+    }
+}
+
+fn recovered(kind: &'static str, logged_failure: &mut Option<&'static str>) {
+    if let Some(reason) = logged_failure.take() {
+        if reason != "unreachable" && reason != "gone" && reason != "not_found" {
+            info!(kind, "watch works again");
+        }
+    }
+}
+
+/// A short label for a watch failure (metric label and log field).
+pub fn failure_reason(error: &watcher::Error) -> &'static str {
+    match error {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => client_failure_reason(e),
+        watcher::Error::WatchError(status) => status_reason(status.code),
+        watcher::Error::NoResourceVersion => "api_error",
+    }
+}
+
+fn client_failure_reason(error: &kube::Error) -> &'static str {
+    match error {
+        kube::Error::Api(status) => status_reason(status.code),
+        kube::Error::SerdeError(_) => "decode",
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
+            "unreachable"
+        }
+        _ => "api_error",
+    }
+}
+
+fn status_reason(code: u16) -> &'static str {
+    match code {
+        401 => "unauthorized",
+        403 => "forbidden",
+        404 => "not_found",
+        410 => "gone",
+        _ => "api_error",
+    }
+}
