@@ -14,7 +14,7 @@ use super::lenient::Lenient;
 use crate::api::imagebuild::{MachineOSBuild, MachineOSConfig, Route};
 use crate::api::machineconfignode::MachineConfigNode;
 use crate::api::{ControllerConfig, MachineConfig, MachineConfigPool};
-use crate::render::layered::LayeredInputs;
+use crate::render::layered::{registry_hosts, LayeredInputs};
 use crate::snapshot::{LoadError, Mode, Snapshot};
 
 /// Name of the one ControllerConfig the server reads.
@@ -126,7 +126,8 @@ pub fn build_snapshot(
             machine_os_builds: decoded(&objects.machine_os_builds),
             nodes: decoded(&objects.nodes),
             machine_config_nodes: decoded(&objects.machine_config_nodes),
-            registry_hosts: registry_hosts(&decoded(&objects.services), &decoded(&objects.routes)),
+            registry_hosts: registry_hosts(&owned(&objects.services), &owned(&objects.routes)),
+            pools: decoded(&objects.pools),
         },
     }
 }
@@ -179,34 +180,6 @@ pub fn problems(objects: &ClusterObjects) -> Vec<Problem> {
     out
 }
 
-/// Host prefixes of the in-cluster image registry, as the original computes them: for each
-/// Service `<name>.<namespace>.svc:<first port>` (without the port when it has none), then each
-/// Route's non-empty `spec.host`. The caller passes only objects of `openshift-image-registry`.
-fn registry_hosts(services: &[Arc<Service>], routes: &[Arc<Route>]) -> Vec<String> {
-    let mut hosts = Vec::new();
-    for service in services {
-        let name = service.metadata.name.as_deref().unwrap_or_default();
-        let namespace = service.metadata.namespace.as_deref().unwrap_or_default();
-        let first_port = service
-            .spec
-            .as_ref()
-            .and_then(|spec| spec.ports.as_ref())
-            .and_then(|ports| ports.first())
-            .map(|port| port.port);
-        match first_port {
-            Some(port) => hosts.push(format!("{name}.{namespace}.svc:{port}")),
-            None => hosts.push(format!("{name}.{namespace}.svc")),
-        }
-    }
-    hosts.extend(
-        routes
-            .iter()
-            .filter(|route| !route.spec.host.is_empty())
-            .map(|route| route.spec.host.clone()),
-    );
-    hosts
-}
-
 fn loaded<K>(what: &str, object: &Lenient<K>) -> Result<Arc<K>, LoadError> {
     object
         .object()
@@ -229,6 +202,13 @@ fn loaded_by_name<K>(
 fn decoded<K>(list: &[Arc<Lenient<K>>]) -> Vec<Arc<K>> {
     list.iter()
         .filter_map(|o| o.object().ok().cloned())
+        .collect()
+}
+
+/// Copies of the decoded objects (for the few small kinds a pure function takes by value).
+fn owned<K: Clone>(list: &[Arc<Lenient<K>>]) -> Vec<K> {
+    list.iter()
+        .filter_map(|o| o.object().ok().map(|k| K::clone(k)))
         .collect()
 }
 
@@ -354,7 +334,7 @@ mod tests {
     }
 
     #[test]
-    fn registry_hosts_follow_the_original_rule() {
+    fn registry_hosts_come_from_services_and_routes() {
         let services: Vec<Arc<Lenient<Service>>> = vec![
             obj(serde_json::json!({
                 "metadata": {"name": "image-registry", "namespace": "openshift-image-registry"},
@@ -384,9 +364,9 @@ mod tests {
         assert_eq!(
             snapshot.layered.registry_hosts,
             [
-                "image-registry.openshift-image-registry.svc:5000",
-                "headless.openshift-image-registry.svc",
                 "default-route-openshift-image-registry.apps.example.com",
+                "headless.openshift-image-registry.svc",
+                "image-registry.openshift-image-registry.svc:5000",
             ]
         );
     }

@@ -7,11 +7,13 @@
 
 use std::sync::{Arc, Mutex};
 
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
+
+use crate::metrics::{unix_now, Metrics};
 
 /// Callbacks for what the cluster source observes. Every method has an empty default so an
-/// implementation picks what it records. Kinds are the plural resource names
-/// (`machineconfigpools`, `configmaps`, ...). Calls happen on source tasks and must not block.
+/// implementation picks what it records. Kinds are kind names (`MachineConfigPool`,
+/// `ConfigMap`, ...). Calls happen on source tasks and must not block.
 pub trait ClusterObserver: Send + Sync + 'static {
     /// A watch of `kind` started over from a full list (after an error, a 410 Gone or a
     /// server-side timeout that lost its place); the first list is not a restart.
@@ -37,38 +39,58 @@ pub struct NoopObserver;
 
 impl ClusterObserver for NoopObserver {}
 
+/// The server's metrics: watch restarts and last sync time per kind, API reachability.
+impl ClusterObserver for Metrics {
+    fn watch_restarted(&self, kind: &'static str) {
+        self.watch_restart(kind);
+    }
+
+    fn cache_synced(&self, kind: &'static str) {
+        self.synced(kind, unix_now());
+    }
+
+    fn cache_updated(&self, kind: &'static str) {
+        self.synced(kind, unix_now());
+    }
+
+    fn api_reachability_changed(&self, reachable: bool) {
+        self.set_api_reachable(reachable);
+    }
+}
+
 /// Whether the Kubernetes API answers, derived from the outcome of every request the client
 /// makes: any HTTP response means reachable, a transport error (refused, reset, timeout) means
-/// unreachable. Starts as reachable so that a healthy start logs nothing.
+/// unreachable. The first outcome is always reported (so a gauge starts right) but logged only
+/// when it is a failure.
 #[derive(Clone)]
 pub struct ApiReachability {
-    reachable: Arc<Mutex<bool>>,
+    reachable: Arc<Mutex<Option<bool>>>,
     observer: Arc<dyn ClusterObserver>,
 }
 
 impl ApiReachability {
     pub fn new(observer: Arc<dyn ClusterObserver>) -> Self {
         ApiReachability {
-            reachable: Arc::new(Mutex::new(true)),
+            reachable: Arc::new(Mutex::new(None)),
             observer,
         }
     }
 
     /// Records the outcome of one request; logs and reports only transitions.
     pub fn record(&self, reachable: bool, detail: &dyn std::fmt::Display) {
-        let changed = {
+        let previous = {
             let mut current = match self.reachable.lock() {
                 Ok(guard) => guard,
                 Err(poisoned) => poisoned.into_inner(),
             };
-            let changed = *current != reachable;
-            *current = reachable;
-            changed
+            current.replace(reachable)
         };
-        if !changed {
+        if previous == Some(reachable) {
             return;
         }
-        if reachable {
+        if reachable && previous.is_none() {
+            debug!("Kubernetes API answered");
+        } else if reachable {
             info!("Kubernetes API is reachable again; watches resume");
         } else {
             warn!(error = %detail, "Kubernetes API is unreachable; serving the last known state while watches retry with backoff");
@@ -76,8 +98,8 @@ impl ApiReachability {
         self.observer.api_reachability_changed(reachable);
     }
 
-    /// The current state (for tests and diagnostics).
-    pub fn is_reachable(&self) -> bool {
+    /// Whether the last request got an answer; `None` before the first request ends.
+    pub fn is_reachable(&self) -> Option<bool> {
         match self.reachable.lock() {
             Ok(guard) => *guard,
             Err(poisoned) => *poisoned.into_inner(),
@@ -110,14 +132,16 @@ mod tests {
     fn only_transitions_are_reported() {
         let observer = Arc::new(Counting::default());
         let reachability = ApiReachability::new(observer.clone());
+        assert_eq!(reachability.is_reachable(), None);
+        reachability.record(true, &"ok");
         reachability.record(true, &"ok");
         reachability.record(false, &"refused");
         reachability.record(false, &"refused");
         reachability.record(false, &"refused");
-        assert!(!reachability.is_reachable());
+        assert_eq!(reachability.is_reachable(), Some(false));
         reachability.record(true, &"200");
         reachability.record(true, &"200");
         assert_eq!(observer.down.load(Ordering::SeqCst), 1);
-        assert_eq!(observer.up.load(Ordering::SeqCst), 1);
+        assert_eq!(observer.up.load(Ordering::SeqCst), 2);
     }
 }

@@ -25,13 +25,12 @@ use super::observe::ClusterObserver;
 use crate::api::imagebuild::{MachineOSBuild, MachineOSConfig, Route};
 use crate::api::machineconfignode::MachineConfigNode;
 use crate::api::{ControllerConfig, MachineConfig, MachineConfigPool};
+use crate::render::layered::REGISTRY_NAMESPACE;
 
 /// Namespace of the machine-config components (the `kubeconfig-data` ConfigMap).
 pub const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
 /// ConfigMap whose `binaryData["ca-bundle.crt"]` overrides the served kubeconfig's CA.
 pub const KUBECONFIG_DATA_CONFIG_MAP: &str = "kubeconfig-data";
-/// Namespace of the in-cluster image registry's Services and Routes.
-pub const IMAGE_REGISTRY_NAMESPACE: &str = "openshift-image-registry";
 
 /// Read handles on every watch cache.
 #[derive(Clone)]
@@ -122,7 +121,7 @@ pub struct WatchContext {
 
 /// How one kind is watched.
 struct Watched {
-    /// Plural resource name, used in logs and metric labels.
+    /// Kind name (`MachineConfigPool`), used in logs and metric labels.
     kind: &'static str,
     /// Tolerate the API not being served (404 on list): count as synced and empty.
     optional: bool,
@@ -139,7 +138,7 @@ pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle
         Api::all(client.clone()),
         all.clone(),
         Watched {
-            kind: "machineconfigpools",
+            kind: "MachineConfigPool",
             optional: false,
         },
         keep,
@@ -150,7 +149,7 @@ pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle
         Api::all(client.clone()),
         all.clone(),
         Watched {
-            kind: "machineconfigs",
+            kind: "MachineConfig",
             optional: false,
         },
         keep,
@@ -161,7 +160,7 @@ pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle
         Api::all(client.clone()),
         named(CONTROLLER_CONFIG_NAME),
         Watched {
-            kind: "controllerconfigs",
+            kind: "ControllerConfig",
             optional: false,
         },
         keep,
@@ -172,7 +171,7 @@ pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle
         Api::namespaced(client.clone(), MCO_NAMESPACE),
         named(KUBECONFIG_DATA_CONFIG_MAP),
         Watched {
-            kind: "configmaps",
+            kind: "ConfigMap",
             optional: false,
         },
         keep,
@@ -183,7 +182,7 @@ pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle
         Api::all(client.clone()),
         all.clone(),
         Watched {
-            kind: "machineosconfigs",
+            kind: "MachineOSConfig",
             optional: true,
         },
         keep,
@@ -194,7 +193,7 @@ pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle
         Api::all(client.clone()),
         all.clone(),
         Watched {
-            kind: "machineosbuilds",
+            kind: "MachineOSBuild",
             optional: true,
         },
         keep,
@@ -205,7 +204,7 @@ pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle
         Api::all(client.clone()),
         all.clone(),
         Watched {
-            kind: "nodes",
+            kind: "Node",
             optional: false,
         },
         drop_node_images,
@@ -216,7 +215,7 @@ pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle
         Api::all(client.clone()),
         all.clone(),
         Watched {
-            kind: "machineconfignodes",
+            kind: "MachineConfigNode",
             optional: true,
         },
         keep,
@@ -224,10 +223,10 @@ pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle
         &mut tasks,
     );
     let services = spawn(
-        Api::namespaced(client.clone(), IMAGE_REGISTRY_NAMESPACE),
+        Api::namespaced(client.clone(), REGISTRY_NAMESPACE),
         all.clone(),
         Watched {
-            kind: "services",
+            kind: "Service",
             optional: false,
         },
         keep,
@@ -235,10 +234,10 @@ pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle
         &mut tasks,
     );
     let routes = spawn(
-        Api::namespaced(client.clone(), IMAGE_REGISTRY_NAMESPACE),
+        Api::namespaced(client.clone(), REGISTRY_NAMESPACE),
         all,
         Watched {
-            kind: "routes",
+            kind: "Route",
             optional: true,
         },
         keep,
