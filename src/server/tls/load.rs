@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::{ProducesTickets, ServerSessionMemoryCache, StoresServerSessions};
+use rustls::server::ServerSessionMemoryCache;
 use rustls::sign::{CertifiedKey, SingleCertAndKey};
 use rustls::{InconsistentKeys, ServerConfig};
 
@@ -55,9 +55,7 @@ pub fn load_certificate(
     key: &Path,
     policy: &TlsPolicy,
 ) -> Result<LoadedCertificate, TlsError> {
-    let pair = PemPair::read(cert, key)?;
-    let resumption = SessionResumption::new(cert, key)?;
-    build(&pair, policy, &resumption)
+    build(&PemPair::read(cert, key)?, policy)
 }
 
 /// The raw contents of a certificate/key pair, as read from disk.
@@ -86,36 +84,12 @@ impl PemPair {
     }
 }
 
-/// Session-resumption state shared by every config the reloader builds, so a certificate
-/// rotation does not invalidate the session tickets and cached sessions clients hold.
-#[derive(Clone)]
-pub(super) struct SessionResumption {
-    storage: Arc<dyn StoresServerSessions>,
-    ticketer: Arc<dyn ProducesTickets>,
-}
-
-impl SessionResumption {
-    pub(super) fn new(cert: &Path, key: &Path) -> Result<Self, TlsError> {
-        // Fails only if the system RNG fails.
-        let ticketer =
-            rustls::crypto::ring::Ticketer::new().map_err(|source| TlsError::Rustls {
-                cert: cert.to_owned(),
-                key: key.to_owned(),
-                source,
-            })?;
-        Ok(Self {
-            storage: ServerSessionMemoryCache::new(SESSION_CACHE_SIZE),
-            ticketer,
-        })
-    }
-}
-
 /// Validates a pair and builds the config.
-pub(super) fn build(
-    pair: &PemPair,
-    policy: &TlsPolicy,
-    resumption: &SessionResumption,
-) -> Result<LoadedCertificate, TlsError> {
+///
+/// Each config gets its own session cache and ticket keys: a resumed session skips the
+/// certificate, so sharing them across a reload would let clients keep using sessions made with
+/// the replaced certificate (for hours, the ticket lifetime) instead of seeing the new one.
+pub(super) fn build(pair: &PemPair, policy: &TlsPolicy) -> Result<LoadedCertificate, TlsError> {
     let cert_path = &pair.cert_path;
     let key_path = &pair.key_path;
 
@@ -178,8 +152,13 @@ pub(super) fn build(
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(SingleCertAndKey::from(certified)));
     config.alpn_protocols = vec![ALPN_HTTP11.to_vec()];
-    config.session_storage = Arc::clone(&resumption.storage);
-    config.ticketer = Arc::clone(&resumption.ticketer);
+    config.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE_SIZE);
+    // Fails only if the system RNG fails.
+    config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|source| TlsError::Rustls {
+        cert: cert_path.clone(),
+        key: key_path.clone(),
+        source,
+    })?;
 
     Ok(LoadedCertificate {
         config: Arc::new(config),

@@ -4,7 +4,8 @@
 //! Pure decisions plus one file read ([`TlsPolicy::from_apiserver_manifest`]); nothing here logs
 //! except [`TlsPolicy::log_warnings`], which the start-up code calls once. The profile contents are
 //! those of openshift/api `config/v1` `TLSProfiles` (Mozilla guidelines 5.8). Cipher names are
-//! matched exactly (case-sensitive), as Go and OpenShift do.
+//! matched exactly (case-sensitive), as Go and OpenShift do. Must not touch: certificates, sockets,
+//! the process environment.
 
 use std::fmt;
 use std::path::{Path, PathBuf};

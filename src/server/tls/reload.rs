@@ -9,7 +9,8 @@
 //! then the key is not caught half-way. Then the files are read; identical contents are a no-op;
 //! a pair that does not validate (unreadable, partial, corrupt, key not matching) keeps the current
 //! config serving, is logged once and counted once, and is not retried until the files change
-//! again. New connections pick up whichever config is current; open connections keep theirs.
+//! again. New connections pick up whichever config is current; open connections keep theirs, and
+//! sessions made with the old certificate are not resumed by the new config.
 //!
 //! Owns the polling task and its counters. Must not touch: sockets, the metrics registry (callers
 //! read [`ReloadStats`] or pass a [`ReloadObserver`]).
@@ -25,7 +26,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
-use super::load::{build, LoadedCertificate, PemPair, SessionResumption};
+use super::load::{build, LoadedCertificate, PemPair};
 use super::{TlsError, TlsPolicy};
 
 /// How often the files are checked unless the caller says otherwise.
@@ -297,7 +298,6 @@ struct Poller {
     cert: PathBuf,
     key: PathBuf,
     policy: TlsPolicy,
-    resumption: SessionResumption,
     /// The file state last acted on (loaded or rejected).
     handled: PairStamp,
     /// A new file state seen once, waiting to be seen again unchanged.
@@ -315,13 +315,11 @@ impl Poller {
         // Stamp before reading: a change during the read shows up as a new stamp later.
         let handled = PairStamp::of(cert, key);
         let serving = PemPair::read(cert, key)?;
-        let resumption = SessionResumption::new(cert, key)?;
-        let loaded = build(&serving, &policy, &resumption)?;
+        let loaded = build(&serving, &policy)?;
         let poller = Self {
             cert: cert.to_owned(),
             key: key.to_owned(),
             policy,
-            resumption,
             handled,
             settling: None,
             serving,
@@ -349,7 +347,7 @@ impl Poller {
         if pair == self.serving {
             return None; // touched or rewritten with the same contents
         }
-        let loaded = build(&pair, &self.policy, &self.resumption);
+        let loaded = build(&pair, &self.policy);
         if loaded.is_ok() {
             self.serving = pair;
         }
