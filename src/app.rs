@@ -171,6 +171,7 @@ impl Ports {
                 Some(tls.subscribe()),
                 router.clone(),
                 limits.clone(),
+                self.metrics.clone(),
                 wait_for(shutdown.clone()),
             )));
             reloader = Some(tls);
@@ -182,6 +183,7 @@ impl Ports {
                 None,
                 router.clone(),
                 limits.clone(),
+                self.metrics.clone(),
                 wait_for(shutdown.clone()),
             )));
         }

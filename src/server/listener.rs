@@ -20,15 +20,27 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower::ServiceExt as _;
 
+use tokio::sync::Semaphore;
+
+use super::stall::StallGuard;
 use super::RemoteAddr;
+use crate::metrics::Metrics;
 
 /// Connection-level limits and timeouts.
 #[derive(Clone, Debug)]
 pub struct ConnectionLimits {
     /// Time allowed for the TLS handshake.
     pub handshake_timeout: Duration,
-    /// Time allowed to receive a request's headers (slowloris guard).
+    /// Time allowed to receive a request's headers (slowloris guard). hyper re-arms it whenever
+    /// it waits for the next request, so it is also the idle keep-alive timeout.
     pub header_read_timeout: Duration,
+    /// A response write that makes no progress for this long ends the connection (clients that
+    /// stop reading).
+    pub write_stall_timeout: Duration,
+    /// Largest request head accepted (request line and headers); larger gets 431.
+    pub max_header_bytes: usize,
+    /// Connections served at once per listener; beyond it, accepting pauses.
+    pub max_connections: usize,
     /// How long in-flight responses may take to finish after shutdown starts.
     pub shutdown_grace: Duration,
 }
@@ -37,11 +49,19 @@ impl Default for ConnectionLimits {
     fn default() -> Self {
         ConnectionLimits {
             handshake_timeout: Duration::from_secs(10),
+            // Ignition itself waits 10 s for response headers, so a legitimate client never
+            // needs longer to send its own.
             header_read_timeout: Duration::from_secs(10),
+            write_stall_timeout: Duration::from_secs(30),
+            max_header_bytes: 64 * 1024,
+            max_connections: 4096,
             shutdown_grace: Duration::from_secs(20),
         }
     }
 }
+
+/// hyper's smallest allowed read buffer.
+const MIN_HEADER_BUFFER: usize = 8192;
 
 /// TLS for a listener: the current server config, replaced on certificate reload.
 pub type TlsConfigs = watch::Receiver<Arc<rustls::ServerConfig>>;
@@ -53,12 +73,37 @@ pub async fn serve(
     tls: Option<TlsConfigs>,
     router: Router,
     limits: ConnectionLimits,
+    metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()>,
 ) {
     let graceful = GracefulShutdown::new();
     let local = listener.local_addr().ok();
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let mut at_capacity = false;
     tokio::pin!(shutdown);
     loop {
+        // Pause accepting while at the cap: new clients wait in the kernel's backlog (Ignition
+        // retries on timeouts) instead of being accepted and starved.
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                if !at_capacity {
+                    at_capacity = true;
+                    tracing::warn!(address = ?local, max_connections = limits.max_connections, "connection limit reached; pausing accept");
+                }
+                tokio::select! {
+                    permit = permits.clone().acquire_owned() => match permit {
+                        Ok(permit) => permit,
+                        Err(_) => break,
+                    },
+                    _ = &mut shutdown => break,
+                }
+            }
+        };
+        if at_capacity && permits.available_permits() > limits.max_connections / 10 {
+            at_capacity = false;
+            tracing::info!(address = ?local, "below the connection limit again; accepting");
+        }
         let (stream, remote) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -72,13 +117,16 @@ pub async fn serve(
             _ = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
+        let stream = StallGuard::new(stream, limits.write_stall_timeout);
         let watcher = graceful.watcher();
         let router = router.clone();
         let limits = limits.clone();
+        let metrics = metrics.clone();
         match &tls {
             Some(configs) => {
                 let acceptor = tokio_rustls::TlsAcceptor::from(configs.borrow().clone());
                 tokio::spawn(async move {
+                    let _permit = permit;
                     let handshake =
                         tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream))
                             .await;
@@ -86,13 +134,20 @@ pub async fn serve(
                         Ok(Ok(stream)) => {
                             serve_connection(stream, remote, router, &limits, watcher).await
                         }
-                        Ok(Err(e)) => tracing::debug!(%remote, error = %e, "TLS handshake failed"),
-                        Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
+                        Ok(Err(e)) => {
+                            metrics.tls_handshake_failure();
+                            tracing::debug!(%remote, error = %e, "TLS handshake failed")
+                        }
+                        Err(_) => {
+                            metrics.tls_handshake_failure();
+                            tracing::debug!(%remote, "TLS handshake timed out")
+                        }
                     }
                 });
             }
             None => {
                 tokio::spawn(async move {
+                    let _permit = permit;
                     serve_connection(stream, remote, router, &limits, watcher).await
                 });
             }
@@ -124,6 +179,7 @@ async fn serve_connection<S>(
     let connection = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(limits.max_header_bytes.max(MIN_HEADER_BUFFER))
         .serve_connection(TokioIo::new(stream), service);
     if let Err(e) = watcher.watch(connection).await {
         tracing::debug!(%remote, error = %e, "connection ended with an error");

@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod listener;
 pub mod pool_path;
+pub mod stall;
 pub mod tls;
 
 use std::net::SocketAddr;
