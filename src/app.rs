@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use crate::cache::PayloadCache;
 use crate::cli::{self, Cli, Command, UsageError};
 use crate::metrics::{Metrics, PoolStatusBoard};
+use crate::server::access::AccessPolicy;
 use crate::server::admin::{self, AdminState};
 use crate::server::listener::{self, ConnectionLimits};
 use crate::server::tls::{ReloadOutcome, TlsPolicy, TlsReloader, DEFAULT_RELOAD_INTERVAL};
@@ -86,6 +87,8 @@ struct Ports {
     insecure: Option<TcpListener>,
     admin: Option<TcpListener>,
     metrics: Arc<Metrics>,
+    access: Arc<AccessPolicy>,
+    limits: ConnectionLimits,
 }
 
 impl Ports {
@@ -94,6 +97,23 @@ impl Ports {
         let metrics = Arc::new(Metrics::new());
         metrics.build_info(env!("CARGO_PKG_VERSION"), &root.payload_version);
         let admin_address = cli::parse_metrics_address(&root.metrics_bind_address)?;
+        let access = Arc::new(cli::access_policy(root)?);
+        if access.is_restricted() {
+            tracing::info!(
+                "config requests restricted by --allowed-source-cidrs/--require-token-file"
+            );
+        }
+        if root.max_connections == 0 {
+            return Err(UsageError("--max-connections must be at least 1".into()).into());
+        }
+        let limits = ConnectionLimits {
+            max_connections: root.max_connections,
+            shutdown_grace: std::time::Duration::from_secs(root.shutdown_grace_seconds),
+            header_read_timeout: std::time::Duration::from_secs(
+                root.header_read_timeout_seconds.max(1),
+            ),
+            ..ConnectionLimits::default()
+        };
 
         let secure = if root.secure_port == 0 {
             tracing::info!("secure port disabled (--secure-port 0)");
@@ -138,6 +158,8 @@ impl Ports {
             insecure,
             admin,
             metrics,
+            access,
+            limits,
         })
     }
 
@@ -155,9 +177,10 @@ impl Ports {
             cache: PayloadCache::new(CACHE_MAX_BYTES),
             metrics: self.metrics.clone(),
             pools: pools.clone(),
+            access: self.access.clone(),
         };
         let router = server::router(state.clone());
-        let limits = ConnectionLimits::default();
+        let limits = self.limits.clone();
         let mut tasks = Vec::new();
         tasks.push(tokio::spawn(prune_cache_on_new_snapshots(
             snapshots,

@@ -57,6 +57,21 @@ pub struct RootFlags {
     /// Address of the metrics/readiness listener (plain HTTP); empty disables it.
     #[arg(long, global = true, default_value = "127.0.0.1:22625")]
     pub metrics_bind_address: String,
+    /// Only these client networks may fetch configs (comma-separated CIDRs); empty allows all.
+    #[arg(long, global = true, value_delimiter = ',')]
+    pub allowed_source_cidrs: Vec<String>,
+    /// Require `Authorization: Bearer <token>` on config requests, token read from this file.
+    #[arg(long, global = true)]
+    pub require_token_file: Option<PathBuf>,
+    /// Maximum concurrent connections per serving port.
+    #[arg(long, global = true, default_value_t = 4096)]
+    pub max_connections: usize,
+    /// Seconds a client gets to send a request's headers; also the idle keep-alive timeout.
+    #[arg(long, global = true, default_value_t = 10)]
+    pub header_read_timeout_seconds: u64,
+    /// Seconds in-flight responses get to finish after SIGTERM/SIGINT.
+    #[arg(long, global = true, default_value_t = 20)]
+    pub shutdown_grace_seconds: u64,
     /// Log format.
     #[arg(long, global = true, value_enum, default_value_t = LogFormatArg::Text)]
     pub log_format: LogFormatArg,
@@ -152,6 +167,22 @@ pub fn parse_metrics_address(value: &str) -> Result<Option<SocketAddr>, UsageErr
             "--metrics-bind-address {value:?}: expected HOST:PORT"
         ))
     })
+}
+
+/// `--allowed-source-cidrs` and `--require-token-file` as an access policy.
+pub fn access_policy(root: &RootFlags) -> Result<crate::server::access::AccessPolicy, UsageError> {
+    use crate::server::access::{AccessPolicy, Cidr};
+    let cidrs = root
+        .allowed_source_cidrs
+        .iter()
+        .filter(|c| !c.trim().is_empty())
+        .map(|c| Cidr::parse(c).map_err(|e| UsageError(format!("--allowed-source-cidrs: {e}"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let token = match &root.require_token_file {
+        Some(path) => Some(AccessPolicy::read_token(path).map_err(UsageError)?),
+        None => None,
+    };
+    AccessPolicy::new(cidrs, token).map_err(|e| UsageError(format!("--require-token-file: {e}")))
 }
 
 /// Fails when `path` is not a readable file, naming the flag.

@@ -4,6 +4,7 @@
 //! and 404/405 for everything else, with empty bodies and `Content-Length: 0` on every error.
 //! The handler never performs I/O: it reads the current snapshot and the payload cache.
 
+pub mod access;
 pub mod admin;
 pub mod listener;
 pub mod pool_path;
@@ -40,6 +41,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Per-pool status shown on the admin listener's `/status`.
     pub pools: PoolStatusBoard,
+    /// Optional source/token restrictions on `/config/` (allow-all by default).
+    pub access: Arc<access::AccessPolicy>,
 }
 
 /// The remote address of the connection a request arrived on (set by the listener).
@@ -48,7 +51,13 @@ pub struct RemoteAddr(pub SocketAddr);
 
 /// The router shared by the secure and insecure listeners.
 pub fn router(state: AppState) -> Router {
-    Router::new().fallback(dispatch).with_state(state)
+    Router::new()
+        .fallback(dispatch)
+        .layer(axum::middleware::from_fn_with_state(
+            state.access.clone(),
+            access::enforce,
+        ))
+        .with_state(state)
 }
 
 /// Route by path by hand: the original's `ServeMux` rules (prefix `/config/`, exact `/healthz`,

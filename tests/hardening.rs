@@ -1,0 +1,310 @@
+//! Hardening against misuse, with the real binary: access control, slow and oversized requests,
+//! clients that stop reading, graceful shutdown, and broken inputs that must not affect other
+//! pools.
+
+#[path = "support/mcs.rs"]
+mod mcs;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use mcs::Server;
+
+const IGNITION_3_5: &str = "application/vnd.coreos.ignition+json;version=3.5.0";
+
+fn example_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    extra.to_vec()
+}
+
+#[test]
+fn allowed_source_cidrs_deny_other_addresses_but_not_healthz() {
+    let denied = Server::bootstrap(
+        &mcs::repo().join("config/bootstrap"),
+        &example_args(&["--allowed-source-cidrs", "192.0.2.0/24,10.0.0.0/8"]),
+    );
+    let response = denied.http("GET", "/config/master", &[("Accept", IGNITION_3_5)]);
+    assert_eq!(response.status, 403);
+    assert_eq!(response.header("content-length"), Some("0"));
+    assert_eq!(denied.http("GET", "/healthz", &[]).status, 200);
+    assert!(
+        denied.output().contains("source_not_allowed"),
+        "denial logged:\n{}",
+        denied.output()
+    );
+
+    let allowed = Server::bootstrap(
+        &mcs::repo().join("config/bootstrap"),
+        &["--allowed-source-cidrs", "127.0.0.0/8"],
+    );
+    assert_eq!(
+        allowed
+            .http("GET", "/config/master", &[("Accept", IGNITION_3_5)])
+            .status,
+        200
+    );
+}
+
+#[test]
+fn required_token_is_checked_and_never_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "correct-horse-battery-staple\n").unwrap();
+    let server = Server::bootstrap(
+        &mcs::repo().join("config/bootstrap"),
+        &["--require-token-file", token_file.to_str().unwrap()],
+    );
+    let accept = ("Accept", IGNITION_3_5);
+    assert_eq!(server.http("GET", "/config/master", &[accept]).status, 403);
+    assert_eq!(
+        server
+            .https(
+                "GET",
+                "/config/master",
+                &[accept, ("Authorization", "Bearer wrong-token")]
+            )
+            .status,
+        403
+    );
+    assert_eq!(
+        server
+            .https(
+                "GET",
+                "/config/master",
+                &[
+                    accept,
+                    ("Authorization", "Bearer correct-horse-battery-staple")
+                ]
+            )
+            .status,
+        200
+    );
+    let log = server.output();
+    assert!(
+        log.contains("wrong_token") && log.contains("missing_token"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("correct-horse") && !log.contains("wrong-token"),
+        "token leaked into logs:\n{log}"
+    );
+}
+
+#[test]
+fn missing_token_file_is_a_start_up_error_naming_the_flag() {
+    let output = std::process::Command::new(mcs::BIN)
+        .args([
+            "--secure-port",
+            "0",
+            "--insecure-port",
+            "0",
+            "--metrics-bind-address",
+            "",
+        ])
+        .args(["--require-token-file", "/nonexistent/token", "bootstrap"])
+        .arg("--server-basedir")
+        .arg(mcs::repo().join("config/bootstrap"))
+        .arg("--bootstrap-kubeconfig")
+        .arg(mcs::repo().join("config/bootstrap/kubeconfig"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--require-token-file /nonexistent/token"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+}
+
+#[test]
+fn slowloris_is_cut_off_and_others_keep_being_served() {
+    let server = Server::bootstrap(
+        &mcs::repo().join("config/bootstrap"),
+        &["--header-read-timeout-seconds", "1"],
+    );
+    let mut slow = TcpStream::connect(server.insecure).unwrap();
+    slow.write_all(b"GET /config/master HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let started = Instant::now();
+    // Keep trickling a header byte now and then; the server must still close the connection.
+    mcs::poll(
+        "the slow connection to be closed",
+        Duration::from_secs(10),
+        || {
+            let _ = slow.write_all(b"X");
+            slow.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            let mut buf = [0u8; 1024];
+            match slow.read(&mut buf) {
+                Ok(_) => Some(()),
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    assert_eq!(
+                        server
+                            .http("GET", "/config/master", &[("Accept", IGNITION_3_5)])
+                            .status,
+                        200
+                    );
+                    None
+                }
+                Err(_) => Some(()),
+            }
+        },
+    );
+    assert!(started.elapsed() < Duration::from_secs(8));
+}
+
+#[test]
+fn oversized_headers_are_refused() {
+    let server = Server::bootstrap(&mcs::repo().join("config/bootstrap"), &[]);
+    let huge = "a".repeat(200 * 1024);
+    let raw = mcs::exchange(
+        server.insecure,
+        None,
+        &mcs::request_bytes("GET", "/config/master", &[("X-Huge", &huge)]),
+    );
+    match raw {
+        Ok(bytes) if !bytes.is_empty() => {
+            let response = mcs::parse_response(&bytes, false).unwrap();
+            assert_eq!(response.status, 431);
+        }
+        // Closing the connection is an acceptable refusal too.
+        _ => {}
+    }
+    assert_eq!(
+        server
+            .http("GET", "/config/master", &[("Accept", IGNITION_3_5)])
+            .status,
+        200
+    );
+}
+
+#[test]
+fn malformed_requests_get_clean_answers() {
+    let server = Server::bootstrap(&mcs::repo().join("config/bootstrap"), &[]);
+    for (path, status) in [
+        ("/config/%zz", 400),
+        ("/config/%ff%fe", 400),
+        ("/config/.", 404),
+        ("/config/..", 404),
+        ("/config/%00", 404),
+        ("/config/..%2f..%2fetc", 404),
+        ("/config/..%2f..%2f..%2fetc%2fpasswd", 404),
+        ("/config/master%00.yaml", 404),
+    ] {
+        let response = server.http("GET", path, &[]);
+        assert_eq!(response.status, status, "{path}");
+        assert!(response.body.is_empty(), "{path}");
+    }
+    let long = format!("/config/{}", "a".repeat(5000));
+    assert_eq!(server.http("GET", &long, &[]).status, 404);
+    // Garbage that is not HTTP at all: the connection is answered or closed, never a crash.
+    let _ = mcs::exchange(server.insecure, None, b"\x16\x03\x01\x00\x05hello\r\n\r\n");
+    let _ = mcs::exchange(server.secure, None, b"GET / HTTP/1.1\r\n\r\n");
+    // A truncated TLS handshake.
+    let mut truncated = TcpStream::connect(server.secure).unwrap();
+    truncated
+        .write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01])
+        .unwrap();
+    drop(truncated);
+    assert_eq!(
+        server
+            .https("GET", "/config/master", &[("Accept", IGNITION_3_5)])
+            .status,
+        200
+    );
+}
+
+#[test]
+fn a_broken_pool_does_not_affect_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    mcs::copy_dir(&mcs::repo().join("config/bootstrap"), dir.path());
+    // An arbiter pool whose rendered MachineConfig holds an invalid Ignition config.
+    std::fs::write(
+        dir.path().join("machine-pools/arbiter.yaml"),
+        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: arbiter\nspec:\n  configuration:\n    name: rendered-arbiter-broken\nstatus:\n  configuration:\n    name: rendered-arbiter-broken\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("machine-configs/rendered-arbiter-broken.yaml"),
+        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: rendered-arbiter-broken\nspec:\n  config:\n    ignition:\n      version: 3.5.0\n    storage:\n      files:\n      - path: relative/path\n        mode: 420\n",
+    )
+    .unwrap();
+    let server = Server::bootstrap(dir.path(), &[]);
+    let broken = server.http("GET", "/config/arbiter", &[("Accept", IGNITION_3_5)]);
+    assert_eq!(broken.status, 500);
+    assert!(
+        server.output().contains("rendered-arbiter-broken"),
+        "the cause is logged:\n{}",
+        server.output()
+    );
+    assert!(broken.body.is_empty());
+    assert_eq!(
+        server
+            .http("GET", "/config/master", &[("Accept", IGNITION_3_5)])
+            .status,
+        200
+    );
+}
+
+#[test]
+fn sigterm_lets_an_in_flight_large_response_complete_then_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    mcs::copy_dir(&mcs::repo().join("config/bootstrap"), dir.path());
+    // A ~4 MB rendered config, so the response is still being written when SIGTERM arrives.
+    let mc_path = dir
+        .path()
+        .join("machine-configs/rendered-master-example.yaml");
+    let mut mc = std::fs::read_to_string(&mc_path).unwrap();
+    let big = "x".repeat(4 << 20);
+    mc = mc.replace(
+        "      files:\n",
+        &format!("      files:\n        - path: /etc/big\n          mode: 420\n          contents:\n            source: data:,{big}\n"),
+    );
+    std::fs::write(&mc_path, mc).unwrap();
+    let mut server = Server::bootstrap(dir.path(), &[]);
+    let mut stream = TcpStream::connect(server.insecure).unwrap();
+    stream
+        .write_all(&mcs::request_bytes(
+            "GET",
+            "/config/master",
+            &[("Accept", IGNITION_3_5)],
+        ))
+        .unwrap();
+    // Read a little, then signal, then read the rest slowly.
+    let mut received = vec![0u8; 16 * 1024];
+    stream.read_exact(&mut received).unwrap();
+    server.terminate();
+    let mut rest = Vec::new();
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        std::thread::sleep(Duration::from_millis(2));
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => rest.extend_from_slice(&buf[..n]),
+            Err(e) => panic!(
+                "response cut short after {} bytes: {e}",
+                received.len() + rest.len()
+            ),
+        }
+    }
+    received.extend_from_slice(&rest);
+    let response = mcs::parse_response(&received, false).unwrap();
+    assert_eq!(response.status, 200);
+    assert_eq!(
+        response
+            .header("content-length")
+            .unwrap()
+            .parse::<usize>()
+            .unwrap(),
+        response.body.len()
+    );
+    assert!(response.body.len() > 4 << 20);
+    let status = server.wait_exit(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{}", server.output());
+    // New connections are refused once draining started.
+    assert!(TcpStream::connect(server.insecure).is_err());
+}
