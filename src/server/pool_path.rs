@@ -187,3 +187,32 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Any path, bytes or percent-escapes: an answer, never a panic, and a pool name that is
+        /// always a plain Kubernetes name (no separators, no traversal).
+        #[test]
+        fn never_panics_and_names_are_plain(path in "/config/[a-z0-9%./\\-_A-Z\u{0}-\u{7f}é]{0,80}") {
+            if let Ok(request) = parse(&path) {
+                prop_assert!(is_valid_name(&request.pool));
+                prop_assert!(!request.pool.contains('/'));
+                prop_assert!(request.pool != "." && request.pool != "..");
+            }
+        }
+
+        /// Percent-encoding a valid name and putting it anywhere after `/config/` finds it.
+        #[test]
+        fn encoded_names_round_trip(name in "[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?", prefix in "(/[a-z]{1,5}){0,3}") {
+            let encoded: String = name.bytes().map(|b| format!("%{b:02X}")).collect();
+            let path = format!("/config{prefix}/{encoded}/");
+            prop_assert_eq!(parse(&path).map(|r| r.pool), Ok(name));
+        }
+    }
+}
