@@ -30,6 +30,9 @@
 //! - TLS 1.3 suites: the ones listed are used; a list naming none keeps all three enabled, as Go
 //!   (and the original) does, since Go's TLS 1.3 suites are not configurable and openshift/api
 //!   documents them as always enabled.
+//! - Key exchange groups are ring's X25519, P-256 and P-384: the profiles' groups without the
+//!   post-quantum X25519MLKEM768, which ring lacks. A Custom profile's (feature-gated) `groups` are
+//!   not read, as the original does not read them either.
 //! - Upstream, an empty `--tls-cipher-suites` made Go fall back to Intermediate *including* its
 //!   minimum version; here only the suite list falls back and `--tls-min-version` is honoured.
 //!

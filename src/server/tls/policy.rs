@@ -344,7 +344,7 @@ impl TlsPolicy {
     /// all means the Intermediate profile's suites. Errors name the flag.
     pub fn from_flags(min_version: &str, cipher_suites: &[String]) -> Result<Self, TlsError> {
         resolve(
-            format!("{FLAG_MIN_VERSION}={min_version}, {FLAG_CIPHER_SUITES}"),
+            format!("{FLAG_MIN_VERSION}/{FLAG_CIPHER_SUITES}"),
             (min_version, FLAG_MIN_VERSION),
             (cipher_suites, FLAG_CIPHER_SUITES),
         )
@@ -362,7 +362,7 @@ impl TlsPolicy {
             ),
             (
                 &ciphers,
-                &format!("{origin}: spec.tlsSecurityProfile.ciphers"),
+                &format!("{origin}: spec.tlsSecurityProfile.custom.ciphers"),
             ),
         )
     }
