@@ -1,0 +1,1130 @@
+//! Self-tests of the fake Kubernetes API server (`tests/support/fake_apiserver/`), using kube-rs
+//! itself as the client, so the fake is held to what the server's real client expects: status
+//! codes and Status bodies, resourceVersion semantics, watches that kube-runtime's watcher and
+//! reflector can follow through compaction and outages, server-side apply, CRD validation.
+
+mod support;
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
+    WatchParams,
+};
+use kube::core::{ApiResource, GroupVersionKind, ObjectMeta};
+use kube::runtime::{reflector, watcher, WatchStreamExt};
+use machine_config_server::api::{
+    MachineConfigPool, MachineConfigPoolSpec, MachineConfigPoolStatus,
+};
+use serde_json::{json, Value};
+use support::fake_apiserver::{validate_against_crd, FakeApiServer, Options};
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+/// Polls `check` until it holds or the deadline passes.
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !check() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The Kubernetes Status of a failed call; panics if the call succeeded or failed otherwise.
+fn status_of<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> Box<kube::core::Status> {
+    match result {
+        Err(kube::Error::Api(status)) => status,
+        other => panic!("expected an API error Status, got {other:?}"),
+    }
+}
+
+fn config_map(name: &str, labels: &[(&str, &str)], data: &[(&str, &str)]) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..Default::default()
+        },
+        data: Some(
+            data.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+fn pool(name: &str, rendered: &str) -> MachineConfigPool {
+    let mut pool = MachineConfigPool::new(name, MachineConfigPoolSpec::default());
+    pool.spec.configuration.name = rendered.to_string();
+    pool
+}
+
+fn mcn_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(
+            "machineconfiguration.openshift.io",
+            "v1",
+            "MachineConfigNode",
+        ),
+        "machineconfignodes",
+    )
+}
+
+fn mcn(name: &str) -> Value {
+    json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfigNode",
+        "metadata": { "name": name },
+        "spec": {
+            "node": { "name": name },
+            "pool": { "name": "worker" },
+            "configVersion": { "desired": "rendered-worker-1" },
+        },
+    })
+}
+
+fn condition(kind: &str, status: &str) -> Value {
+    json!({
+        "type": kind,
+        "status": status,
+        "reason": "Testing",
+        "message": format!("{kind} is {status}"),
+        "lastTransitionTime": "2025-01-01T00:00:00Z",
+    })
+}
+
+#[tokio::test]
+async fn kubeconfig_discovery_and_unknown_api() {
+    let server = FakeApiServer::start(Options {
+        routes: false,
+        ..Options::default()
+    });
+    let text = std::fs::read_to_string(server.kubeconfig_file()).expect("kubeconfig written");
+    assert!(
+        text.contains(&server.url()),
+        "kubeconfig points at the server: {text}"
+    );
+    let client = server.client().await;
+
+    let discovery = kube::Discovery::new(client.clone())
+        .run()
+        .await
+        .expect("discovery");
+    let mco = discovery
+        .get("machineconfiguration.openshift.io")
+        .expect("MCO group discovered");
+    let kinds: Vec<String> = mco
+        .recommended_resources()
+        .into_iter()
+        .map(|(r, _)| r.kind)
+        .collect();
+    for kind in [
+        "MachineConfig",
+        "MachineConfigPool",
+        "MachineConfigNode",
+        "ControllerConfig",
+    ] {
+        assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
+    }
+    assert!(
+        discovery.get("route.openshift.io").is_none(),
+        "routes disabled"
+    );
+
+    // Without the Route API, a request for it is a 404 like on plain Kubernetes.
+    let route = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("route.openshift.io", "v1", "Route"),
+        "routes",
+    );
+    let routes: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "openshift-image-registry", &route);
+    let status = status_of(routes.list(&ListParams::default()).await);
+    assert_eq!((status.code, status.reason.as_str()), (404, "NotFound"));
+
+    // With it (the default), the same list works.
+    let openshift = FakeApiServer::start(Options::default());
+    let routes: Api<DynamicObject> =
+        Api::namespaced_with(openshift.client().await, "openshift-image-registry", &route);
+    assert!(routes
+        .list(&ListParams::default())
+        .await
+        .expect("list routes")
+        .items
+        .is_empty());
+}
+
+#[tokio::test]
+async fn get_create_replace_delete_status_codes() {
+    let server = FakeApiServer::start(Options::default());
+    let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
+
+    let missing = status_of(api.get("nope").await);
+    assert_eq!((missing.code, missing.reason.as_str()), (404, "NotFound"));
+    assert_eq!(missing.message, "configmaps \"nope\" not found");
+    assert_eq!(
+        missing.details.as_ref().map(|d| d.name.as_str()),
+        Some("nope")
+    );
+
+    let created = api
+        .create(&PostParams::default(), &config_map("a", &[], &[("k", "1")]))
+        .await
+        .expect("create");
+    let meta = &created.metadata;
+    assert!(
+        meta.uid.as_deref().is_some_and(|u| u.len() == 36),
+        "uid set: {meta:?}"
+    );
+    assert!(meta.creation_timestamp.is_some());
+    assert_eq!(meta.namespace.as_deref(), Some("default"));
+    let first_rv: u64 = meta
+        .resource_version
+        .as_deref()
+        .unwrap_or_default()
+        .parse()
+        .expect("numeric rv");
+
+    let dup = status_of(
+        api.create(&PostParams::default(), &config_map("a", &[], &[]))
+            .await,
+    );
+    assert_eq!((dup.code, dup.reason.as_str()), (409, "AlreadyExists"));
+
+    // Replace with the current resourceVersion succeeds and moves it forward.
+    let mut fresh = created.clone();
+    fresh.data = Some([("k".to_string(), "2".to_string())].into());
+    let replaced = api
+        .replace("a", &PostParams::default(), &fresh)
+        .await
+        .expect("replace");
+    let second_rv: u64 = replaced
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap_or_default()
+        .parse()
+        .expect("rv");
+    assert!(second_rv > first_rv);
+    assert_eq!(replaced.metadata.uid, created.metadata.uid);
+
+    // Replacing again from the stale copy is a conflict.
+    let stale = status_of(api.replace("a", &PostParams::default(), &created).await);
+    assert_eq!((stale.code, stale.reason.as_str()), (409, "Conflict"));
+    assert!(
+        stale.message.contains("the object has been modified"),
+        "{}",
+        stale.message
+    );
+
+    // Replacing something that does not exist is a 404.
+    let ghost = status_of(
+        api.replace(
+            "ghost",
+            &PostParams::default(),
+            &config_map("ghost", &[], &[]),
+        )
+        .await,
+    );
+    assert_eq!(ghost.code, 404);
+
+    // Merge patch changes only what it names.
+    let patched = api
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "data": { "extra": "x" } })),
+        )
+        .await
+        .expect("merge patch");
+    let data = patched.data.unwrap_or_default();
+    assert_eq!(
+        (
+            data.get("k").map(String::as_str),
+            data.get("extra").map(String::as_str)
+        ),
+        (Some("2"), Some("x"))
+    );
+
+    // Delete, then delete again.
+    api.delete("a", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let gone = status_of(api.delete("a", &DeleteParams::default()).await);
+    assert_eq!((gone.code, gone.reason.as_str()), (404, "NotFound"));
+    assert!(server.get("ConfigMap", Some("default"), "a").is_none());
+}
+
+#[tokio::test]
+async fn list_selectors_pagination_and_all_namespaces() {
+    let server = FakeApiServer::start(Options::default());
+    let client = server.client().await;
+    for (ns, name, labels) in [
+        ("default", "cm-1", vec![("app", "a"), ("tier", "web")]),
+        ("default", "cm-2", vec![("app", "a")]),
+        ("default", "cm-3", vec![("app", "b")]),
+        ("other", "cm-4", vec![("app", "a")]),
+        ("other", "cm-5", vec![]),
+    ] {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        api.create(&PostParams::default(), &config_map(name, &labels, &[]))
+            .await
+            .expect("create");
+    }
+    let names = |list: kube::core::ObjectList<ConfigMap>| -> Vec<String> {
+        list.items
+            .into_iter()
+            .filter_map(|c| c.metadata.name)
+            .collect()
+    };
+    let default: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let all: Api<ConfigMap> = Api::all(client.clone());
+
+    assert_eq!(
+        names(default.list(&ListParams::default()).await.expect("list")),
+        ["cm-1", "cm-2", "cm-3"]
+    );
+    assert_eq!(
+        names(
+            all.list(&ListParams::default().labels("app=a"))
+                .await
+                .expect("list")
+        ),
+        ["cm-1", "cm-2", "cm-4"]
+    );
+    assert_eq!(
+        names(
+            all.list(&ListParams::default().labels("app=a,!tier"))
+                .await
+                .expect("list")
+        ),
+        ["cm-2", "cm-4"]
+    );
+    assert_eq!(
+        names(
+            all.list(&ListParams::default().labels("tier"))
+                .await
+                .expect("list")
+        ),
+        ["cm-1"]
+    );
+    assert_eq!(
+        names(
+            all.list(&ListParams::default().labels("app in (b),app!=a"))
+                .await
+                .expect("list")
+        ),
+        ["cm-3"]
+    );
+    assert_eq!(
+        names(
+            all.list(&ListParams::default().fields("metadata.name=cm-5"))
+                .await
+                .expect("list")
+        ),
+        ["cm-5"]
+    );
+    assert_eq!(
+        names(
+            all.list(&ListParams::default().fields("metadata.namespace=other,metadata.name!=cm-5"))
+                .await
+                .expect("list")
+        ),
+        ["cm-4"]
+    );
+    let bad = status_of(
+        all.list(&ListParams::default().fields("spec.nodeName=x"))
+            .await,
+    );
+    assert_eq!(bad.code, 400);
+
+    // Pages of two with continue tokens, all reporting the first page's resourceVersion.
+    let first = all
+        .list(&ListParams::default().limit(2))
+        .await
+        .expect("page 1");
+    let list_rv = first.metadata.resource_version.clone();
+    let mut token = first.metadata.continue_.clone();
+    assert_eq!(first.metadata.remaining_item_count, Some(3));
+    let mut seen = names(first);
+    while let Some(next) = token.filter(|t| !t.is_empty()) {
+        let page = all
+            .list(&ListParams::default().limit(2).continue_token(&next))
+            .await
+            .expect("next page");
+        assert_eq!(page.metadata.resource_version, list_rv);
+        token = page.metadata.continue_.clone();
+        seen.extend(names(page));
+    }
+    assert_eq!(seen, ["cm-1", "cm-2", "cm-3", "cm-4", "cm-5"]);
+
+    let invalid = status_of(
+        all.list(&ListParams::default().limit(2).continue_token("garbage"))
+            .await,
+    );
+    assert_eq!(invalid.code, 400);
+}
+
+#[tokio::test]
+async fn status_subresource_and_generation() {
+    let server = FakeApiServer::start(Options::default());
+    let api: Api<MachineConfigPool> = Api::all(server.client().await);
+
+    let mut with_status = pool("worker", "rendered-worker-1");
+    with_status.status = Some(MachineConfigPoolStatus {
+        machine_count: 3,
+        ..Default::default()
+    });
+    let created = api
+        .create(&PostParams::default(), &with_status)
+        .await
+        .expect("create");
+    assert!(
+        created.status.is_none(),
+        "status is dropped on create: {:?}",
+        created.status
+    );
+    assert_eq!(created.metadata.generation, Some(1));
+
+    // /status writes change only status and do not bump the generation.
+    let mut status_write = created.clone();
+    status_write.spec.configuration.name = "ignored".into();
+    status_write.status = Some(MachineConfigPoolStatus {
+        updated_machine_count: 1,
+        configuration: machine_config_server::api::PoolConfiguration {
+            name: "rendered-worker-1".into(),
+            source: None,
+        },
+        ..Default::default()
+    });
+    let after_status = api
+        .replace_status("worker", &PostParams::default(), &status_write)
+        .await
+        .expect("replace status");
+    assert_eq!(after_status.spec.configuration.name, "rendered-worker-1");
+    assert_eq!(
+        after_status
+            .status
+            .as_ref()
+            .map(|s| s.updated_machine_count),
+        Some(1)
+    );
+    assert_eq!(after_status.metadata.generation, Some(1));
+
+    // Main-resource writes ignore status and bump the generation on spec changes.
+    let mut main_write = after_status.clone();
+    main_write.spec.configuration.name = "rendered-worker-2".into();
+    main_write.status = None;
+    let after_main = api
+        .replace("worker", &PostParams::default(), &main_write)
+        .await
+        .expect("replace");
+    assert_eq!(after_main.spec.configuration.name, "rendered-worker-2");
+    assert_eq!(
+        after_main.status.as_ref().map(|s| s.updated_machine_count),
+        Some(1)
+    );
+    assert_eq!(after_main.metadata.generation, Some(2));
+
+    // A label change is a metadata change: no generation bump.
+    let relabeled = api
+        .patch(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "labels": { "x": "y" } } })),
+        )
+        .await
+        .expect("patch labels");
+    assert_eq!(relabeled.metadata.generation, Some(2));
+
+    // Status patch through the subresource.
+    let patched = api
+        .patch_status(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "machineCount": 5 } })),
+        )
+        .await
+        .expect("patch status");
+    assert_eq!(patched.status.as_ref().map(|s| s.machine_count), Some(5));
+    assert_eq!(
+        server
+            .get("MachineConfigPool", None, "worker")
+            .expect("stored")["status"]["machineCount"],
+        5
+    );
+}
+
+#[tokio::test]
+async fn leases_replace_with_resource_version() {
+    let server = FakeApiServer::start(Options::default());
+    let api: Api<Lease> =
+        Api::namespaced(server.client().await, "openshift-machine-config-operator");
+    let lease = Lease {
+        metadata: ObjectMeta {
+            name: Some("machine-config-server".into()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some("a".into()),
+            lease_duration_seconds: Some(15),
+            ..Default::default()
+        }),
+    };
+    let held = api
+        .create(&PostParams::default(), &lease)
+        .await
+        .expect("create lease");
+    let mut renew = held.clone();
+    renew.spec.as_mut().expect("spec").holder_identity = Some("a".into());
+    renew.spec.as_mut().expect("spec").lease_transitions = Some(1);
+    let renewed = api
+        .replace("machine-config-server", &PostParams::default(), &renew)
+        .await
+        .expect("renew");
+    assert_ne!(
+        renewed.metadata.resource_version,
+        held.metadata.resource_version
+    );
+
+    // Another candidate acting on the old copy loses.
+    let mut steal = held.clone();
+    steal.spec.as_mut().expect("spec").holder_identity = Some("b".into());
+    let lost = status_of(
+        api.replace("machine-config-server", &PostParams::default(), &steal)
+            .await,
+    );
+    assert_eq!((lost.code, lost.reason.as_str()), (409, "Conflict"));
+    let stored = server
+        .get(
+            "Lease",
+            Some("openshift-machine-config-operator"),
+            "machine-config-server",
+        )
+        .expect("lease");
+    assert_eq!(stored["spec"]["holderIdentity"], "a");
+}
+
+#[tokio::test]
+async fn server_side_apply_ownership_conflicts_and_list_maps() {
+    let server = FakeApiServer::start(Options::default());
+    let client = server.client().await;
+    let api: Api<DynamicObject> = Api::all_with(client, &mcn_resource());
+    let alice = PatchParams::apply("alice");
+    let bob = PatchParams::apply("bob");
+
+    // Apply creates, and records alice's fields in FieldsV1.
+    let mut config = mcn("node-a");
+    config["metadata"]["labels"] = json!({ "team": "a", "temp": "yes" });
+    let created = api
+        .patch("node-a", &alice, &Patch::Apply(&config))
+        .await
+        .expect("apply create");
+    let managed = created.metadata.managed_fields.clone().unwrap_or_default();
+    assert_eq!(managed.len(), 1, "{managed:?}");
+    assert_eq!(
+        (
+            managed[0].manager.as_deref(),
+            managed[0].operation.as_deref()
+        ),
+        (Some("alice"), Some("Apply"))
+    );
+    let fields = serde_json::to_value(&managed[0].fields_v1).expect("fieldsV1");
+    assert_eq!(fields["f:spec"]["f:pool"]["f:name"], json!({}), "{fields}");
+    assert_eq!(
+        fields["f:metadata"]["f:labels"]["f:team"],
+        json!({}),
+        "{fields}"
+    );
+
+    // Bob setting a field alice owns to another value conflicts...
+    let mut takeover = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfigNode",
+        "metadata": { "name": "node-a" },
+        "spec": { "pool": { "name": "infra" } },
+    });
+    let conflict = status_of(api.patch("node-a", &bob, &Patch::Apply(&takeover)).await);
+    assert_eq!((conflict.code, conflict.reason.as_str()), (409, "Conflict"));
+    assert!(
+        conflict.message.contains("conflict with \"alice\""),
+        "{}",
+        conflict.message
+    );
+    assert!(
+        conflict.message.contains(".spec.pool.name"),
+        "{}",
+        conflict.message
+    );
+    let causes = conflict
+        .details
+        .as_ref()
+        .map(|d| d.causes.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        causes.first().map(|c| c.field.as_str()),
+        Some(".spec.pool.name")
+    );
+
+    // ...but the same value is shared ownership, not a conflict.
+    takeover["spec"]["pool"]["name"] = json!("worker");
+    api.patch("node-a", &bob, &Patch::Apply(&takeover))
+        .await
+        .expect("same value applies");
+
+    // Forcing moves ownership to bob.
+    takeover["spec"]["pool"]["name"] = json!("infra");
+    let forced = api
+        .patch("node-a", &bob.clone().force(), &Patch::Apply(&takeover))
+        .await
+        .expect("forced");
+    assert_eq!(forced.data["spec"]["pool"]["name"], "infra");
+    let alice_fields = forced
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .find(|m| m.manager.as_deref() == Some("alice"))
+        .map(|m| serde_json::to_value(&m.fields_v1).expect("json"))
+        .expect("alice still manages other fields");
+    assert!(
+        alice_fields["f:spec"]["f:pool"].get("f:name").is_none(),
+        "alice lost .spec.pool.name: {alice_fields}"
+    );
+
+    // Alice re-applies without the `temp` label: it is removed; `team` stays.
+    let mut again = mcn("node-a");
+    again["spec"]["pool"]["name"] = json!("infra");
+    again["metadata"]["labels"] = json!({ "team": "a" });
+    let pruned = api
+        .patch("node-a", &alice, &Patch::Apply(&again))
+        .await
+        .expect("re-apply");
+    let labels = pruned.metadata.labels.unwrap_or_default();
+    assert_eq!(labels.get("team").map(String::as_str), Some("a"));
+    assert!(
+        !labels.contains_key("temp"),
+        "omitted label removed: {labels:?}"
+    );
+
+    // Status conditions are a list-map keyed by `type`: two managers' conditions merge.
+    let status_of_manager = |kind: &str, status: &str| {
+        json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfigNode",
+            "metadata": { "name": "node-a" },
+            "status": { "conditions": [condition(kind, status)] },
+        })
+    };
+    api.patch_status(
+        "node-a",
+        &alice,
+        &Patch::Apply(&status_of_manager("Updated", "True")),
+    )
+    .await
+    .expect("alice status");
+    let merged = api
+        .patch_status(
+            "node-a",
+            &bob,
+            &Patch::Apply(&status_of_manager("UpdatePrepared", "False")),
+        )
+        .await
+        .expect("bob status");
+    let types: Vec<&str> = merged.data["status"]["conditions"]
+        .as_array()
+        .map(|c| c.iter().filter_map(|c| c["type"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(types, ["Updated", "UpdatePrepared"]);
+    let status_entry = merged
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .find(|m| m.manager.as_deref() == Some("bob") && m.subresource.as_deref() == Some("status"))
+        .map(|m| serde_json::to_value(&m.fields_v1).expect("json"))
+        .expect("bob's status entry");
+    let item = &status_entry["f:status"]["f:conditions"]["k:{\"type\":\"UpdatePrepared\"}"];
+    assert_eq!(item["."], json!({}), "{status_entry}");
+    assert_eq!(item["f:status"], json!({}), "{status_entry}");
+
+    // Bob flipping alice's condition conflicts; dropping his own removes only his.
+    let conflict = status_of(
+        api.patch_status(
+            "node-a",
+            &bob,
+            &Patch::Apply(&status_of_manager("Updated", "False")),
+        )
+        .await,
+    );
+    assert_eq!(conflict.code, 409);
+    let mut nothing = status_of_manager("x", "True");
+    nothing["status"]["conditions"] = json!([]);
+    let after = api
+        .patch_status("node-a", &bob, &Patch::Apply(&nothing))
+        .await
+        .expect("bob drops his condition");
+    let types: Vec<&str> = after.data["status"]["conditions"]
+        .as_array()
+        .map(|c| c.iter().filter_map(|c| c["type"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(types, ["Updated"]);
+
+    // Applying to the main resource never touches status; the spec apply was a no-op.
+    let rv_before = after.metadata.resource_version.clone();
+    let same = api
+        .patch("node-a", &alice, &Patch::Apply(&again))
+        .await
+        .expect("no-op apply");
+    assert_eq!(
+        same.metadata.resource_version, rv_before,
+        "identical apply does not write"
+    );
+    assert_eq!(
+        same.data["status"]["conditions"].as_array().map(Vec::len),
+        Some(1)
+    );
+
+    // Apply requires a field manager.
+    let status = status_of(
+        api.patch("node-a", &PatchParams::default(), &Patch::Apply(&again))
+            .await,
+    );
+    assert_eq!(status.code, 422);
+}
+
+#[tokio::test]
+async fn crd_validation_and_pruning() {
+    let server = FakeApiServer::start(Options::default());
+    let api: Api<DynamicObject> = Api::all_with(server.client().await, &mcn_resource());
+
+    // Missing required fields, a bad enum, a bad pattern and a bad date-time: 422 with causes.
+    let mut bad = mcn("node-b");
+    bad["spec"].as_object_mut().expect("spec").remove("pool");
+    let status = status_of(
+        api.patch("node-b", &PatchParams::apply("t"), &Patch::Apply(&bad))
+            .await,
+    );
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+    assert!(
+        status.message.contains("spec.pool: Required value"),
+        "{}",
+        status.message
+    );
+
+    api.patch(
+        "node-b",
+        &PatchParams::apply("t"),
+        &Patch::Apply(&mcn("node-b")),
+    )
+    .await
+    .expect("valid create");
+    let mut bad_condition = condition("Updated", "Maybe");
+    bad_condition["reason"] = json!("not a reason!");
+    bad_condition["lastTransitionTime"] = json!("yesterday");
+    let status = status_of(
+        api.patch_status(
+            "node-b",
+            &PatchParams::apply("t"),
+            &Patch::Merge(json!({ "status": { "conditions": [bad_condition] } })),
+        )
+        .await,
+    );
+    assert_eq!(status.code, 422);
+    let causes: Vec<String> = status
+        .details
+        .map(|d| d.causes.into_iter().map(|c| c.field).collect())
+        .unwrap_or_default();
+    for field in [
+        "status.conditions[0].status",
+        "status.conditions[0].reason",
+        "status.conditions[0].lastTransitionTime",
+    ] {
+        assert!(causes.iter().any(|c| c == field), "{field} in {causes:?}");
+    }
+
+    // Unknown fields are pruned (and rejected with fieldValidation=Strict).
+    let mut extra = mcn("node-c");
+    extra["spec"]["bogus"] = json!(1);
+    let stored = api
+        .patch("node-c", &PatchParams::apply("t"), &Patch::Apply(&extra))
+        .await
+        .expect("pruned");
+    assert!(
+        stored.data["spec"].get("bogus").is_none(),
+        "{}",
+        stored.data
+    );
+    let strict = PostParams::default();
+    let mut strict_obj: DynamicObject = serde_json::from_value(extra.clone()).expect("object");
+    strict_obj.metadata.name = Some("node-d".into());
+    let created = api
+        .create(&strict, &strict_obj)
+        .await
+        .expect("created with default Warn");
+    assert!(created.data["spec"].get("bogus").is_none());
+
+    // The same checks as a plain function.
+    assert_eq!(validate_against_crd("MachineConfigNode", &mcn("n")), Ok(()));
+    let problems = validate_against_crd("MachineConfigNode", &bad).expect_err("invalid");
+    assert!(
+        problems.iter().any(|p| p == "spec.pool: Required value"),
+        "{problems:?}"
+    );
+    let problems = validate_against_crd("MachineConfigNode", &extra).expect_err("unknown field");
+    assert!(
+        problems.iter().any(|p| p.contains("spec.bogus")),
+        "{problems:?}"
+    );
+}
+
+#[tokio::test]
+async fn watcher_and_reflector_follow_changes() {
+    let server = FakeApiServer::start(Options::default());
+    let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
+    let (reader, writer) = reflector::store();
+    let events = watcher(api.clone(), watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects();
+    let task = tokio::spawn(events.for_each(|_| async {}));
+
+    let data = |name: &str| {
+        reader
+            .get(&reflector::ObjectRef::new(name).within("default"))
+            .and_then(|c| c.data.clone())
+            .and_then(|d| d.get("k").cloned())
+    };
+    api.create(&PostParams::default(), &config_map("w", &[], &[("k", "1")]))
+        .await
+        .expect("create");
+    eventually("reflector sees the add", || {
+        data("w").as_deref() == Some("1")
+    })
+    .await;
+    // A change made through the handle is seen too.
+    server
+        .apply_object(&json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "w", "namespace": "default" }, "data": { "k": "2" } }))
+        .expect("apply through handle");
+    eventually("reflector sees the modify", || {
+        data("w").as_deref() == Some("2")
+    })
+    .await;
+    api.delete("w", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("reflector sees the delete", || {
+        reader
+            .get(&reflector::ObjectRef::new("w").within("default"))
+            .is_none()
+    })
+    .await;
+    task.abort();
+}
+
+#[tokio::test]
+async fn watch_after_compaction_gets_410_and_watcher_relists() {
+    let server = FakeApiServer::start(Options::default());
+    let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
+    api.create(&PostParams::default(), &config_map("old", &[], &[]))
+        .await
+        .expect("create");
+    let old_rv = server.resource_version().to_string();
+    api.create(&PostParams::default(), &config_map("new", &[], &[]))
+        .await
+        .expect("create");
+
+    // A resume from before the compaction answers with an ERROR event carrying 410 Expired.
+    server.compact();
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(5), &old_rv)
+        .await
+        .expect("watch starts")
+        .boxed();
+    match stream.next().await {
+        Some(Ok(WatchEvent::Error(status))) => {
+            assert_eq!((status.code, status.reason.as_str()), (410, "Expired"))
+        }
+        other => panic!("expected a 410 ERROR event, got {other:?}"),
+    }
+    // A resume from now still works and replays later changes.
+    let now = server.resource_version().to_string();
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(5), &now)
+        .await
+        .expect("watch")
+        .boxed();
+    api.delete("old", &DeleteParams::default())
+        .await
+        .expect("delete");
+    match stream.next().await {
+        Some(Ok(WatchEvent::Deleted(cm))) => assert_eq!(cm.metadata.name.as_deref(), Some("old")),
+        other => panic!("expected DELETED, got {other:?}"),
+    }
+
+    // kube-runtime's watcher: cut its stream (outage), change things, compact, come back. It
+    // gets 410 on resume and re-lists, so the reflector drops what was deleted meanwhile.
+    let (reader, writer) = reflector::store();
+    let events = watcher(api.clone(), watcher::Config::default().disable_bookmarks())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects();
+    let task = tokio::spawn(events.for_each(|_| async {}));
+    let has = |name: &str| {
+        reader
+            .get(&reflector::ObjectRef::new(name).within("default"))
+            .is_some()
+    };
+    eventually("initial list", || has("new")).await;
+    let lists_before = count(&server, "list", "configmaps");
+
+    server.stop();
+    server
+        .delete("ConfigMap", Some("default"), "new")
+        .expect("delete while down");
+    server
+        .create(&serde_json::to_value(config_map("later", &[], &[])).expect("json"))
+        .expect("create while down");
+    server.compact();
+    server.restart();
+    eventually("reflector re-listed after 410", || {
+        has("later") && !has("new")
+    })
+    .await;
+    assert!(
+        count(&server, "list", "configmaps") > lists_before,
+        "a new LIST was made"
+    );
+    task.abort();
+}
+
+fn count(server: &FakeApiServer, verb: &str, resource: &str) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.verb == verb && r.resource == resource)
+        .count()
+}
+
+#[tokio::test]
+async fn watcher_resumes_after_outage_without_relisting() {
+    let server = FakeApiServer::start(Options::default());
+    let api: Api<MachineConfigPool> = Api::all(server.client().await);
+    api.create(&PostParams::default(), &pool("master", "rendered-master-1"))
+        .await
+        .expect("create");
+    let (reader, writer) = reflector::store();
+    let events = watcher(api.clone(), watcher::Config::default().disable_bookmarks())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects();
+    let task = tokio::spawn(events.for_each(|_| async {}));
+    let rendered = |name: &str| {
+        reader
+            .get(&reflector::ObjectRef::new(name))
+            .map(|p| p.spec.configuration.name.clone())
+    };
+    eventually("initial list", || {
+        rendered("master").as_deref() == Some("rendered-master-1")
+    })
+    .await;
+    let lists_before = count(&server, "list", "machineconfigpools");
+    let watches_before = count(&server, "watch", "machineconfigpools");
+
+    server.stop();
+    // Connections are refused while stopped.
+    assert!(
+        std::net::TcpStream::connect(server.address()).is_err(),
+        "port closed while stopped"
+    );
+    let mut changed = server
+        .get("MachineConfigPool", None, "master")
+        .expect("stored");
+    changed["spec"]["configuration"]["name"] = json!("rendered-master-2");
+    server.update(&changed).expect("update while down");
+    server.restart();
+
+    eventually("reflector sees the change made during the outage", || {
+        rendered("master").as_deref() == Some("rendered-master-2")
+    })
+    .await;
+    assert_eq!(
+        count(&server, "list", "machineconfigpools"),
+        lists_before,
+        "resumed from history, no re-list"
+    );
+    assert!(count(&server, "watch", "machineconfigpools") > watches_before);
+    task.abort();
+}
+
+#[tokio::test]
+async fn bookmarks_and_streaming_lists() {
+    let server = FakeApiServer::start(Options {
+        bookmark_interval: Duration::from_millis(100),
+        ..Options::default()
+    });
+    let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
+    api.create(&PostParams::default(), &config_map("x", &[], &[]))
+        .await
+        .expect("create");
+    let rv = server.resource_version();
+
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(10), &rv.to_string())
+        .await
+        .expect("watch")
+        .boxed();
+    // A change to another resource moves the global revision; the bookmark reports it.
+    server
+        .apply_object(&serde_json::to_value(pool("infra", "r")).expect("json"))
+        .expect("pool");
+    let now = server.resource_version();
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let event = tokio::time::timeout_at(deadline, stream.next())
+            .await
+            .expect("bookmark in time");
+        match event {
+            Some(Ok(WatchEvent::Bookmark(b))) => {
+                let at: u64 = b.metadata.resource_version.parse().expect("numeric");
+                if at >= now {
+                    break;
+                }
+            }
+            Some(Ok(other)) => panic!("only bookmarks expected, got {other:?}"),
+            other => panic!("stream ended: {other:?}"),
+        }
+    }
+
+    // Streaming list: initial ADDED events, then the initial-events-end bookmark.
+    let (reader, writer) = reflector::store();
+    let events = watcher(api.clone(), watcher::Config::default().streaming_lists())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects();
+    let task = tokio::spawn(events.for_each(|_| async {}));
+    eventually("streaming list delivered the object", || {
+        reader
+            .get(&reflector::ObjectRef::new("x").within("default"))
+            .is_some()
+    })
+    .await;
+    assert_eq!(
+        count(&server, "list", "configmaps"),
+        0,
+        "no LIST with streaming lists"
+    );
+    task.abort();
+}
+
+#[tokio::test]
+async fn request_log_records_verbs() {
+    let server = FakeApiServer::start(Options::default());
+    let api: Api<ConfigMap> = Api::namespaced(server.client().await, "ns1");
+    api.create(&PostParams::default(), &config_map("r", &[], &[]))
+        .await
+        .expect("create");
+    api.get("r").await.expect("get");
+    api.list(&ListParams::default()).await.expect("list");
+    api.patch(
+        "r",
+        &PatchParams::apply("m"),
+        &Patch::Apply(&config_map("r", &[], &[("a", "b")])),
+    )
+    .await
+    .expect("apply");
+    api.delete("r", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let log: Vec<(String, String, Option<String>, Option<String>, u16)> = server
+        .requests()
+        .into_iter()
+        .map(|r| (r.verb, r.resource, r.namespace, r.name, r.status))
+        .collect();
+    let ns = Some("ns1".to_string());
+    let r = Some("r".to_string());
+    assert_eq!(
+        log,
+        [
+            ("create".into(), "configmaps".into(), ns.clone(), None, 201),
+            (
+                "get".into(),
+                "configmaps".into(),
+                ns.clone(),
+                r.clone(),
+                200
+            ),
+            ("list".into(), "configmaps".into(), ns.clone(), None, 200),
+            (
+                "patch".into(),
+                "configmaps".into(),
+                ns.clone(),
+                r.clone(),
+                200
+            ),
+            ("delete".into(), "configmaps".into(), ns, r, 200),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn fixtures_load_from_yaml() {
+    let server = FakeApiServer::start(Options::default());
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("pools.yaml"),
+        "apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfigPool
+metadata:
+  name: master
+spec:
+  configuration:
+    name: rendered-master-1
+status:
+  updatedMachineCount: 1
+  configuration:
+    name: rendered-master-0
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: kubeconfig-data
+    namespace: openshift-machine-config-operator
+  data:
+    ca-bundle.crt: abc
+",
+    )
+    .expect("write");
+    let loaded = server.load_yaml_dir(dir.path()).expect("load");
+    assert_eq!(loaded.len(), 2);
+    let api: Api<MachineConfigPool> = Api::all(server.client().await);
+    let master = api.get("master").await.expect("pool");
+    assert_eq!(
+        master.served_config_name(),
+        "rendered-master-1",
+        "status loaded through /status"
+    );
+    assert!(server
+        .get(
+            "ConfigMap",
+            Some("openshift-machine-config-operator"),
+            "kubeconfig-data"
+        )
+        .is_some());
+    let invalid = server.load_yaml_str("apiVersion: v1\nkind: Nope\nmetadata: {name: x}\n");
+    assert!(invalid.is_err());
+}

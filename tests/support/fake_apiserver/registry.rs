@@ -1,0 +1,328 @@
+//! Resource registry: which APIs the fake server serves, and its discovery documents.
+//!
+//! Owns the list of resources (group, version, plural, kind, scope, status subresource, CRD
+//! schema), the loading of CustomResourceDefinitions from `shared/crds/`, and the discovery
+//! responses (`/api`, `/api/v1`, `/apis`, `/apis/<group>[/<version>]`). It holds no objects:
+//! storage is `store.rs`.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use serde_json::{json, Value};
+
+/// Index of a resource in the [`Registry`]; stable for the lifetime of a server.
+pub type ResourceId = usize;
+
+/// One served resource (one group/version/plural).
+#[derive(Clone, Debug)]
+pub struct ResourceDef {
+    /// API group; empty for the core group.
+    pub group: String,
+    pub version: String,
+    /// Plural resource name used in URLs (`configmaps`).
+    pub plural: String,
+    pub singular: String,
+    pub kind: String,
+    pub namespaced: bool,
+    /// Whether `/status` is a subresource (then writes to the main resource ignore `.status`).
+    pub status_subresource: bool,
+    /// The CRD's `openAPIV3Schema`; `None` for built-in kinds (not validated, not pruned).
+    pub schema: Option<Arc<Value>>,
+}
+
+impl ResourceDef {
+    fn builtin(group: &str, plural: &str, kind: &str, namespaced: bool, status: bool) -> Self {
+        ResourceDef {
+            group: group.to_string(),
+            version: "v1".to_string(),
+            plural: plural.to_string(),
+            singular: kind.to_ascii_lowercase(),
+            kind: kind.to_string(),
+            namespaced,
+            status_subresource: status,
+            schema: None,
+        }
+    }
+
+    /// `apiVersion` of objects of this resource: `v1` or `<group>/<version>`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `configmaps` or `machineconfigpools.machineconfiguration.openshift.io`, as in messages.
+    pub fn qualified_name(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    /// Whether the resource comes from a CustomResourceDefinition (generation tracking, schema).
+    pub fn is_custom(&self) -> bool {
+        self.schema.is_some()
+    }
+
+    /// The URL prefix of the resource's group version: `/api/v1` or `/apis/<group>/<version>`.
+    pub fn group_version_path(&self) -> String {
+        if self.group.is_empty() {
+            format!("/api/{}", self.version)
+        } else {
+            format!("/apis/{}/{}", self.group, self.version)
+        }
+    }
+}
+
+/// The set of resources a server serves. Immutable once the server has started.
+#[derive(Clone, Debug)]
+pub struct Registry {
+    resources: Vec<ResourceDef>,
+}
+
+impl Registry {
+    /// The resources the machine-config-server touches: core nodes, configmaps, services,
+    /// secrets; coordination leases; every CRD in the shared CRD directory (Routes only when
+    /// `with_routes`, to model a plain Kubernetes cluster without OpenShift's route API).
+    pub fn standard(with_routes: bool, crd_dir: Option<&Path>) -> Result<Self, String> {
+        let mut resources = vec![
+            ResourceDef::builtin("", "nodes", "Node", false, true),
+            ResourceDef::builtin("", "configmaps", "ConfigMap", true, false),
+            ResourceDef::builtin("", "services", "Service", true, true),
+            ResourceDef::builtin("", "secrets", "Secret", true, false),
+            ResourceDef::builtin("coordination.k8s.io", "leases", "Lease", true, false),
+        ];
+        let crds = match crd_dir {
+            Some(dir) => load_crd_dir(dir)?,
+            None => shared_crds()?.to_vec(),
+        };
+        resources.extend(
+            crds.into_iter()
+                .filter(|def| with_routes || def.group != "route.openshift.io"),
+        );
+        Ok(Registry { resources })
+    }
+
+    pub fn get(&self, id: ResourceId) -> &ResourceDef {
+        &self.resources[id]
+    }
+
+    pub fn len(&self) -> usize {
+        self.resources.len()
+    }
+
+    /// The resource served at `<group>/<version>/<plural>`.
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<ResourceId> {
+        self.resources
+            .iter()
+            .position(|r| r.group == group && r.version == version && r.plural == plural)
+    }
+
+    /// The resource of objects with this `apiVersion` and `kind`.
+    pub fn find_kind(&self, api_version: &str, kind: &str) -> Option<ResourceId> {
+        self.resources
+            .iter()
+            .position(|r| r.api_version() == api_version && r.kind == kind)
+    }
+
+    /// Lookup for test helpers: a kind (`ConfigMap`), a plural (`configmaps`) or a qualified
+    /// plural (`machineconfigpools.machineconfiguration.openshift.io`).
+    pub fn resolve(&self, name: &str) -> Option<ResourceId> {
+        self.resources
+            .iter()
+            .position(|r| r.kind == name)
+            .or_else(|| self.resources.iter().position(|r| r.plural == name))
+            .or_else(|| {
+                self.resources
+                    .iter()
+                    .position(|r| r.qualified_name() == name)
+            })
+    }
+
+    fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for r in self.resources.iter().filter(|r| !r.group.is_empty()) {
+            match groups.iter_mut().find(|(g, _)| *g == r.group) {
+                Some((_, versions)) if !versions.contains(&r.version) => {
+                    versions.push(r.version.clone())
+                }
+                Some(_) => {}
+                None => groups.push((r.group.clone(), vec![r.version.clone()])),
+            }
+        }
+        groups
+    }
+
+    /// `GET /api`.
+    pub fn core_versions(&self, server_address: &str) -> Value {
+        json!({
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{ "clientCIDR": "0.0.0.0/0", "serverAddress": server_address }],
+        })
+    }
+
+    /// `GET /apis`.
+    pub fn group_list(&self) -> Value {
+        let groups: Vec<Value> = self
+            .groups()
+            .into_iter()
+            .map(|(group, versions)| group_json(&group, &versions))
+            .collect();
+        json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups })
+    }
+
+    /// `GET /apis/<group>`; `None` when no such group is served.
+    pub fn group(&self, group: &str) -> Option<Value> {
+        self.groups()
+            .into_iter()
+            .find(|(g, _)| g == group)
+            .map(|(g, versions)| {
+                let mut doc = group_json(&g, &versions);
+                doc["kind"] = json!("APIGroup");
+                doc["apiVersion"] = json!("v1");
+                doc
+            })
+    }
+
+    /// `GET /api/v1` (group "") or `GET /apis/<group>/<version>`; `None` when not served.
+    pub fn resource_list(&self, group: &str, version: &str) -> Option<Value> {
+        let served: Vec<&ResourceDef> = self
+            .resources
+            .iter()
+            .filter(|r| r.group == group && r.version == version)
+            .collect();
+        if served.is_empty() {
+            return None;
+        }
+        let mut resources = Vec::new();
+        for r in served {
+            resources.push(json!({
+                "name": r.plural,
+                "singularName": r.singular,
+                "namespaced": r.namespaced,
+                "kind": r.kind,
+                "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+            }));
+            if r.status_subresource {
+                resources.push(json!({
+                    "name": format!("{}/status", r.plural),
+                    "singularName": "",
+                    "namespaced": r.namespaced,
+                    "kind": r.kind,
+                    "verbs": ["get", "patch", "update"],
+                }));
+            }
+        }
+        let group_version = if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        };
+        Some(json!({
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": group_version,
+            "resources": resources,
+        }))
+    }
+}
+
+fn group_json(group: &str, versions: &[String]) -> Value {
+    let versions: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({ "groupVersion": format!("{group}/{v}"), "version": v }))
+        .collect();
+    json!({ "name": group, "versions": versions, "preferredVersion": versions[0] })
+}
+
+/// The shared CRD directory: `$MCS_SHARED_CRDS` if set, else `<repo>/../shared/crds` (a clone
+/// with `shared/` beside it, as in CI), else `<repo>/../../shared/crds` (a worktree under
+/// `wt/`).
+pub fn shared_crd_dir() -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os("MCS_SHARED_CRDS") {
+        return Ok(PathBuf::from(dir));
+    }
+    let candidates = [
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/crds"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/crds"),
+    ];
+    candidates
+        .iter()
+        .map(PathBuf::from)
+        .find(|dir| dir.is_dir())
+        .ok_or_else(|| {
+            format!("no shared CRD directory found (tried {candidates:?}; set MCS_SHARED_CRDS)")
+        })
+}
+
+/// The CRDs of the shared directory, parsed once per test binary.
+pub fn shared_crds() -> Result<&'static [ResourceDef], String> {
+    static CRDS: OnceLock<Result<Vec<ResourceDef>, String>> = OnceLock::new();
+    CRDS.get_or_init(|| load_crd_dir(&shared_crd_dir()?))
+        .as_deref()
+        .map_err(Clone::clone)
+}
+
+/// Every CRD (`*.yaml`, `*.yml`, `*.json`) in `dir`, sorted by file name.
+pub fn load_crd_dir(dir: &Path) -> Result<Vec<ResourceDef>, String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| {
+            matches!(
+                p.extension().and_then(|e| e.to_str()),
+                Some("yaml" | "yml" | "json")
+            )
+        })
+        .collect();
+    files.sort();
+    let mut defs = Vec::new();
+    for file in files {
+        let text =
+            std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let value: Value = serde::Deserialize::deserialize(doc)
+                .map_err(|e| format!("{}: {e}", file.display()))?;
+            if value["kind"] == "CustomResourceDefinition" {
+                defs.push(crd_resource(&value).map_err(|e| format!("{}: {e}", file.display()))?);
+            }
+        }
+    }
+    Ok(defs)
+}
+
+/// The storage version of a CRD as a served resource.
+fn crd_resource(crd: &Value) -> Result<ResourceDef, String> {
+    let spec = &crd["spec"];
+    let text = |v: &Value, what: &str| {
+        v.as_str()
+            .map(str::to_string)
+            .ok_or_else(|| format!("CRD without {what}"))
+    };
+    let versions = spec["versions"]
+        .as_array()
+        .ok_or("CRD without spec.versions")?;
+    let version = versions
+        .iter()
+        .find(|v| v["storage"] == true)
+        .or_else(|| versions.iter().find(|v| v["served"] == true))
+        .ok_or("CRD without a served version")?;
+    let kind = text(&spec["names"]["kind"], "spec.names.kind")?;
+    Ok(ResourceDef {
+        group: text(&spec["group"], "spec.group")?,
+        version: text(&version["name"], "version name")?,
+        plural: text(&spec["names"]["plural"], "spec.names.plural")?,
+        singular: spec["names"]["singular"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| kind.to_ascii_lowercase()),
+        kind,
+        namespaced: spec["scope"] == "Namespaced",
+        status_subresource: version["subresources"].get("status").is_some(),
+        schema: Some(Arc::new(version["schema"]["openAPIV3Schema"].clone())),
+    })
+}
