@@ -1047,7 +1047,8 @@ async fn request_log_records_verbs() {
     api.delete("r", &DeleteParams::default())
         .await
         .expect("delete");
-    let log: Vec<(String, String, Option<String>, Option<String>, u16)> = server
+    type Seen = (String, String, Option<String>, Option<String>, u16);
+    let log: Vec<Seen> = server
         .requests()
         .into_iter()
         .map(|r| (r.verb, r.resource, r.namespace, r.name, r.status))

@@ -259,6 +259,11 @@ fn matches_key(item: &Value, key: &str) -> bool {
     }
 }
 
+/// Whether a set-list item is the one a `v:` element names (JSON text).
+fn is_set_value(item: &Value, text: &str) -> bool {
+    serde_json::from_str::<Value>(text).is_ok_and(|v| *item == v)
+}
+
 /// The value at a path, if present.
 fn get_at<'v>(value: &'v Value, path: &[Element]) -> Option<&'v Value> {
     let mut current = value;
@@ -269,7 +274,7 @@ fn get_at<'v>(value: &'v Value, path: &[Element]) -> Option<&'v Value> {
                 items.iter().find(|i| matches_key(i, key))?
             }
             (Element::Value(text), Value::Array(items)) => {
-                items.iter().find(|i| i.to_string() == *text)?
+                items.iter().find(|i| is_set_value(i, text))?
             }
             (Element::Index(i), Value::Array(items)) => items.get(*i)?,
             _ => return None,
@@ -291,7 +296,7 @@ fn remove_at(value: &mut Value, path: &[Element]) {
                 items.iter_mut().find(|i| matches_key(i, key))
             }
             (Element::Value(text), Value::Array(items)) => {
-                items.iter_mut().find(|i| i.to_string() == *text)
+                items.iter_mut().find(|i| is_set_value(i, text))
             }
             (Element::Index(i), Value::Array(items)) => items.get_mut(*i),
             _ => None,
@@ -306,7 +311,7 @@ fn remove_at(value: &mut Value, path: &[Element]) {
             map.shift_remove(name);
         }
         (Element::Key(key), Value::Array(items)) => items.retain(|i| !matches_key(i, key)),
-        (Element::Value(text), Value::Array(items)) => items.retain(|i| i.to_string() != *text),
+        (Element::Value(text), Value::Array(items)) => items.retain(|i| !is_set_value(i, text)),
         (Element::Index(i), Value::Array(items)) if *i < items.len() => {
             items.remove(*i);
         }
