@@ -12,6 +12,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub const SECURE_PORT: u16 = 22623;
 /// Default plain-HTTP port.
 pub const INSECURE_PORT: u16 = 22624;
+/// Default `--tls-min-version`.
+pub const DEFAULT_TLS_MIN_VERSION: &str = "VersionTLS12";
 
 /// machine-config-server: serves Ignition configs to booting OpenShift nodes.
 #[derive(Debug, Parser)]
@@ -46,7 +48,7 @@ pub struct RootFlags {
     #[arg(long, global = true, default_value = "/etc/ssl/mcs/tls.key")]
     pub key: PathBuf,
     /// Minimum TLS version: VersionTLS10, VersionTLS11, VersionTLS12 or VersionTLS13.
-    #[arg(long, global = true, default_value = "VersionTLS12")]
+    #[arg(long, global = true, default_value = DEFAULT_TLS_MIN_VERSION)]
     pub tls_min_version: String,
     /// TLS cipher suites, comma-separated (IANA or OpenSSL names); empty means the profile's.
     #[arg(long, global = true, value_delimiter = ',')]
