@@ -308,3 +308,167 @@ fn sigterm_lets_an_in_flight_large_response_complete_then_exits_zero() {
     // New connections are refused once draining started.
     assert!(TcpStream::connect(server.insecure).is_err());
 }
+
+/// A new server certificate for localhost signed by the development CA, via the openssl CLI.
+fn issue_certificate(
+    dir: &std::path::Path,
+    name: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let key = dir.join(format!("{name}.key"));
+    let csr = dir.join(format!("{name}.csr"));
+    let cert = dir.join(format!("{name}.crt"));
+    let ext = dir.join(format!("{name}.ext"));
+    std::fs::write(&ext, "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
+    let run = |args: &[&std::ffi::OsStr]| {
+        let status = std::process::Command::new("openssl")
+            .args(args)
+            .output()
+            .expect("openssl CLI (installed by .ci/run)");
+        assert!(
+            status.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&status.stderr)
+        );
+    };
+    let ca = mcs::repo().join("certs");
+    run(&[
+        "genpkey".as_ref(),
+        "-algorithm".as_ref(),
+        "EC".as_ref(),
+        "-pkeyopt".as_ref(),
+        "ec_paramgen_curve:P-256".as_ref(),
+        "-out".as_ref(),
+        key.as_os_str(),
+    ]);
+    run(&[
+        "req".as_ref(),
+        "-new".as_ref(),
+        "-key".as_ref(),
+        key.as_os_str(),
+        "-subj".as_ref(),
+        format!("/CN={name}").as_ref(),
+        "-out".as_ref(),
+        csr.as_os_str(),
+    ]);
+    run(&[
+        "x509".as_ref(),
+        "-req".as_ref(),
+        "-in".as_ref(),
+        csr.as_os_str(),
+        "-CA".as_ref(),
+        ca.join("ca.crt").as_os_str(),
+        "-CAkey".as_ref(),
+        ca.join("ca.key").as_os_str(),
+        "-CAcreateserial".as_ref(),
+        "-CAserial".as_ref(),
+        dir.join("ca.srl").as_os_str(),
+        "-days".as_ref(),
+        "2".as_ref(),
+        "-extfile".as_ref(),
+        ext.as_os_str(),
+        "-out".as_ref(),
+        cert.as_os_str(),
+    ]);
+    (cert, key)
+}
+
+/// The leaf certificate a TLS server presents.
+fn presented_certificate(address: std::net::SocketAddr) -> Vec<u8> {
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut connection = rustls::ClientConnection::new(mcs::dev_ca_client(), name).unwrap();
+    let mut tcp = TcpStream::connect(address).unwrap();
+    while connection.is_handshaking() {
+        connection.complete_io(&mut tcp).unwrap();
+    }
+    connection.peer_certificates().unwrap()[0].to_vec()
+}
+
+fn pem_der(path: &std::path::Path) -> Vec<u8> {
+    use rustls::pki_types::pem::PemObject as _;
+    rustls::pki_types::CertificateDer::from_pem_file(path)
+        .unwrap()
+        .to_vec()
+}
+
+#[test]
+fn certificate_rotation_under_load_loses_no_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first_cert, first_key) = issue_certificate(dir.path(), "first");
+    let (second_cert, second_key) = issue_certificate(dir.path(), "second");
+    let cert = dir.path().join("tls.crt");
+    let key = dir.path().join("tls.key");
+    std::fs::copy(&first_cert, &cert).unwrap();
+    std::fs::copy(&first_key, &key).unwrap();
+    let server = Server::bootstrap(
+        &mcs::repo().join("config/bootstrap"),
+        &[
+            "--cert",
+            cert.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(presented_certificate(server.secure), pem_der(&first_cert));
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let stop = stop.clone();
+        let address = server.secure;
+        std::thread::spawn(move || {
+            let (mut ok, mut failed) = (0u32, Vec::new());
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match mcs::try_request(
+                    address,
+                    Some(mcs::dev_ca_client()),
+                    "GET",
+                    "/config/master",
+                    &[("Accept", IGNITION_3_5)],
+                ) {
+                    Ok(response) if response.status == 200 => ok += 1,
+                    Ok(response) => failed.push(format!("status {}", response.status)),
+                    Err(e) => failed.push(e.to_string()),
+                }
+            }
+            (ok, failed)
+        })
+    };
+
+    // A corrupt replacement first: the old certificate keeps serving.
+    std::fs::write(
+        &cert,
+        "-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    mcs::poll(
+        "the corrupt certificate to be rejected",
+        Duration::from_secs(10),
+        || {
+            let metrics = mcs::request(server.metrics, None, "GET", "/metrics", &[]);
+            let text = String::from_utf8_lossy(&metrics.body).into_owned();
+            text.lines()
+                .any(|l| {
+                    l.starts_with("mcs_certificate_reloads_total{result=\"failure\"}")
+                        && !l.ends_with(" 0")
+                })
+                .then_some(())
+        },
+    );
+    assert_eq!(presented_certificate(server.secure), pem_der(&first_cert));
+
+    // Then a valid new pair, written key first (as a secret update may land).
+    std::fs::copy(&second_key, &key).unwrap();
+    std::fs::copy(&second_cert, &cert).unwrap();
+    mcs::poll(
+        "the new certificate to be served",
+        Duration::from_secs(10),
+        || (presented_certificate(server.secure) == pem_der(&second_cert)).then_some(()),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (ok, failed) = load.join().unwrap();
+    assert!(
+        failed.is_empty(),
+        "requests failed during rotation: {failed:?}"
+    );
+    assert!(ok > 10, "too few requests under load: {ok}");
+}
