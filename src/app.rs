@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use crate::cache::PayloadCache;
 use crate::cli::{self, Cli, Command, UsageError};
 use crate::metrics::{Metrics, PoolStatusBoard};
+use crate::render::layered::DecisionTracker;
 use crate::server::access::AccessPolicy;
 use crate::server::admin::{self, AdminState};
 use crate::server::listener::{self, ConnectionLimits};
@@ -178,6 +179,7 @@ impl Ports {
             metrics: self.metrics.clone(),
             pools: pools.clone(),
             access: self.access.clone(),
+            layered: Arc::new(DecisionTracker::new()),
         };
         let router = server::router(state.clone());
         let limits = self.limits.clone();

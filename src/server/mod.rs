@@ -25,6 +25,7 @@ use tokio::sync::watch;
 use crate::cache::{CacheKey, CacheOutcome, PayloadCache};
 use crate::ignition::accept;
 use crate::metrics::{Metrics, PoolStatusBoard};
+use crate::render::layered::DecisionTracker;
 use crate::render::{self, RenderError, Rendered};
 use crate::snapshot::Snapshot;
 
@@ -43,6 +44,8 @@ pub struct AppState {
     pub pools: PoolStatusBoard,
     /// Optional source/token restrictions on `/config/` (allow-all by default).
     pub access: Arc<access::AccessPolicy>,
+    /// Last layered-image decision per pool: reports each served one (log, metric, status).
+    pub layered: Arc<DecisionTracker>,
 }
 
 /// The remote address of the connection a request arrived on (set by the listener).
@@ -145,6 +148,15 @@ async fn config(state: AppState, request: Request) -> Response<Body> {
     match lookup.result {
         Ok(rendered) => {
             tracing::debug!(%pool, spec_version = %version, bytes = rendered.body.len(), cache = lookup.outcome.as_str(), "config served");
+            if let Some(decision) = &rendered.layered {
+                state.layered.observe(
+                    &pool,
+                    &rendered.rendered_config,
+                    decision,
+                    &state.metrics,
+                    &state.pools,
+                );
+            }
             ok_json(&rendered, head)
         }
         Err(e) => {
