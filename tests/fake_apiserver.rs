@@ -1129,3 +1129,479 @@ items:
     let invalid = server.load_yaml_str("apiVersion: v1\nkind: Nope\nmetadata: {name: x}\n");
     assert!(invalid.is_err());
 }
+
+/// One raw HTTP/1.1 request; returns the status code and the body parsed as JSON (Null if not).
+async fn raw(
+    server: &FakeApiServer,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(server.address())
+        .await
+        .expect("connect");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.expect("read");
+    let text = String::from_utf8_lossy(&response);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn malformed_requests_get_status_errors_and_never_crash() {
+    let server = FakeApiServer::start(Options::default());
+    server
+        .create(&json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "c", "namespace": "d" } }))
+        .expect("seed");
+    let cm = "/api/v1/namespaces/d/configmaps";
+    let json_ct = "application/json";
+    let cases: Vec<(&str, String, &str, &str, u16)> = vec![
+        ("GET", "/nope".into(), json_ct, "", 404),
+        (
+            "GET",
+            "/apis/unknown.group/v1/things".into(),
+            json_ct,
+            "",
+            404,
+        ),
+        ("GET", "/api/v1/namespaces/d/nodes".into(), json_ct, "", 404),
+        ("GET", "/api/v1/configmaps/c".into(), json_ct, "", 404),
+        ("GET", format!("{cm}/c/scale"), json_ct, "", 404),
+        ("GET", format!("{cm}/c/status"), json_ct, "", 404),
+        (
+            "GET",
+            format!("{cm}?labelSelector=a%20in%20(b"),
+            json_ct,
+            "",
+            400,
+        ),
+        (
+            "GET",
+            format!("{cm}?labelSelector=%3D%3Dx"),
+            json_ct,
+            "",
+            400,
+        ),
+        ("GET", format!("{cm}?limit=-1"), json_ct, "", 400),
+        ("GET", format!("{cm}?resourceVersion=abc"), json_ct, "", 400),
+        (
+            "GET",
+            format!("{cm}?resourceVersion=99999999"),
+            json_ct,
+            "",
+            504,
+        ),
+        (
+            "GET",
+            format!("{cm}?resourceVersion=1&resourceVersionMatch=Exact"),
+            json_ct,
+            "",
+            410,
+        ),
+        (
+            "GET",
+            format!("{cm}?watch=1&resourceVersion=x"),
+            json_ct,
+            "",
+            400,
+        ),
+        (
+            "GET",
+            format!("{cm}?watch=1&timeoutSeconds=x"),
+            json_ct,
+            "",
+            400,
+        ),
+        (
+            "GET",
+            format!("{cm}?watch=1&sendInitialEvents=true"),
+            json_ct,
+            "",
+            422,
+        ),
+        ("POST", cm.into(), json_ct, "{not json", 400),
+        ("POST", cm.into(), json_ct, "[1,2]", 400),
+        (
+            "POST",
+            cm.into(),
+            json_ct,
+            r#"{"kind":"Secret","metadata":{"name":"x"}}"#,
+            400,
+        ),
+        (
+            "POST",
+            cm.into(),
+            json_ct,
+            r#"{"apiVersion":"v2","metadata":{"name":"x"}}"#,
+            400,
+        ),
+        ("POST", cm.into(), json_ct, r#"{"metadata":"x"}"#, 400),
+        ("POST", cm.into(), json_ct, r#"{"metadata":{}}"#, 422),
+        (
+            "POST",
+            cm.into(),
+            json_ct,
+            r#"{"metadata":{"name":"UPPER"}}"#,
+            422,
+        ),
+        (
+            "POST",
+            cm.into(),
+            json_ct,
+            r#"{"metadata":{"name":"x","namespace":"other"}}"#,
+            400,
+        ),
+        (
+            "POST",
+            cm.into(),
+            json_ct,
+            r#"{"metadata":{"name":"x","labels":{"a":5}}}"#,
+            422,
+        ),
+        (
+            "POST",
+            format!("{cm}?dryRun=Maybe"),
+            json_ct,
+            r#"{"metadata":{"name":"x"}}"#,
+            400,
+        ),
+        (
+            "POST",
+            format!("{cm}?fieldValidation=Loose"),
+            json_ct,
+            r#"{"metadata":{"name":"x"}}"#,
+            400,
+        ),
+        (
+            "PUT",
+            format!("{cm}/c"),
+            json_ct,
+            r#"{"metadata":{"name":"other"}}"#,
+            400,
+        ),
+        (
+            "PUT",
+            format!("{cm}/c"),
+            json_ct,
+            r#"{"metadata":{"name":"c","uid":"wrong"}}"#,
+            409,
+        ),
+        ("PATCH", format!("{cm}/c"), "text/plain", "{}", 415),
+        (
+            "PATCH",
+            format!("{cm}/c"),
+            "application/merge-patch+json",
+            "[]",
+            400,
+        ),
+        (
+            "PATCH",
+            format!("{cm}/c"),
+            "application/merge-patch+json",
+            r#"{"metadata":null}"#,
+            400,
+        ),
+        (
+            "PATCH",
+            format!("{cm}/c"),
+            "application/merge-patch+json",
+            r#"{"metadata":{"resourceVersion":"1"}}"#,
+            409,
+        ),
+        (
+            "PATCH",
+            format!("{cm}/c"),
+            "application/json-patch+json",
+            r#"[{"op":"remove","path":"/nope/deeper"}]"#,
+            422,
+        ),
+        (
+            "PATCH",
+            format!("{cm}/c"),
+            "application/json-patch+json",
+            r#"{"op":"x"}"#,
+            400,
+        ),
+        (
+            "PATCH",
+            format!("{cm}/c"),
+            "application/apply-patch+yaml",
+            "a: b",
+            422,
+        ),
+        (
+            "PATCH",
+            format!("{cm}/c?fieldManager=m"),
+            "application/apply-patch+yaml",
+            "- just\n- a list",
+            400,
+        ),
+        (
+            "PATCH",
+            format!("{cm}/c?fieldManager=m"),
+            "application/apply-patch+yaml",
+            ": : :",
+            400,
+        ),
+        (
+            "PATCH",
+            format!("{cm}/c?fieldManager=m"),
+            "application/apply-patch+yaml",
+            "metadata: {name: other}",
+            400,
+        ),
+        (
+            "PATCH",
+            format!("{cm}/missing"),
+            "application/merge-patch+json",
+            "{}",
+            404,
+        ),
+        (
+            "PATCH",
+            "/apis/machineconfiguration.openshift.io/v1/machineconfigs/x".into(),
+            "application/strategic-merge-patch+json",
+            "{}",
+            415,
+        ),
+        ("DELETE", format!("{cm}/c"), json_ct, "{garbage", 400),
+        (
+            "DELETE",
+            format!("{cm}/c"),
+            json_ct,
+            r#"{"preconditions":{"uid":"wrong"}}"#,
+            409,
+        ),
+        ("DELETE", format!("{cm}/missing"), json_ct, "", 404),
+        ("OPTIONS", cm.into(), json_ct, "", 405),
+        ("POST", "/apis".into(), json_ct, "", 405),
+    ];
+    for (method, path, content_type, body, want) in cases {
+        let (code, status) = raw(&server, method, &path, content_type, body).await;
+        assert_eq!(code, want, "{method} {path} {body:?}: {status}");
+        assert_eq!(
+            status["kind"], "Status",
+            "{method} {path}: a Status body: {status}"
+        );
+        assert_eq!(status["code"], want, "{method} {path}: {status}");
+        assert_eq!(status["status"], "Failure");
+    }
+    // Still serving, and the object the bad requests aimed at is intact.
+    let (code, object) = raw(&server, "GET", &format!("{cm}/c"), json_ct, "").await;
+    assert_eq!(
+        (code, object["metadata"]["name"].as_str()),
+        (200, Some("c"))
+    );
+}
+
+#[tokio::test]
+async fn watch_selectors_follow_label_transitions() {
+    let server = FakeApiServer::start(Options::default());
+    let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
+    api.create(
+        &PostParams::default(),
+        &config_map("s", &[("role", "x")], &[]),
+    )
+    .await
+    .expect("create");
+    let rv = server.resource_version().to_string();
+    let mut stream = api
+        .watch(
+            &WatchParams::default()
+                .labels("role=y")
+                .timeout(10)
+                .disable_bookmarks(),
+            &rv,
+        )
+        .await
+        .expect("watch")
+        .boxed();
+    let relabel = |role: &str| Patch::Merge(json!({ "metadata": { "labels": { "role": role } } }));
+    api.patch("s", &PatchParams::default(), &relabel("y"))
+        .await
+        .expect("into selection");
+    api.patch(
+        "s",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "data": { "a": "b" } })),
+    )
+    .await
+    .expect("modify");
+    api.patch("s", &PatchParams::default(), &relabel("z"))
+        .await
+        .expect("out of selection");
+    api.patch(
+        "s",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "data": { "a": "c" } })),
+    )
+    .await
+    .expect("unseen");
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        match tokio::time::timeout(DEADLINE, stream.next())
+            .await
+            .expect("event in time")
+        {
+            Some(Ok(WatchEvent::Added(_))) => seen.push("ADDED"),
+            Some(Ok(WatchEvent::Modified(_))) => seen.push("MODIFIED"),
+            Some(Ok(WatchEvent::Deleted(_))) => seen.push("DELETED"),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(seen, ["ADDED", "MODIFIED", "DELETED"]);
+}
+
+#[tokio::test]
+async fn finalizers_preconditions_json_patch_generate_name_and_dry_run() {
+    let server = FakeApiServer::start(Options::default());
+    let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
+
+    // generateName picks a name.
+    let generated = api
+        .create(
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: ObjectMeta {
+                    generate_name: Some("gen-".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("generateName");
+    let name = generated.metadata.name.clone().unwrap_or_default();
+    assert!(name.starts_with("gen-") && name.len() == 9, "{name}");
+
+    // dryRun stores nothing.
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    api.create(&dry, &config_map("dry", &[], &[]))
+        .await
+        .expect("dry run create");
+    assert!(server.get("ConfigMap", Some("default"), "dry").is_none());
+
+    // JSON patch with a failing test op is rejected; a good one applies.
+    api.create(&PostParams::default(), &config_map("f", &[], &[("k", "v")]))
+        .await
+        .expect("create");
+    let failing = json_patch::Patch(
+        serde_json::from_value(json!([{ "op": "test", "path": "/data/k", "value": "other" }]))
+            .expect("patch"),
+    );
+    assert_eq!(
+        status_of(
+            api.patch("f", &PatchParams::default(), &Patch::<()>::Json(failing))
+                .await
+        )
+        .code,
+        422
+    );
+    let good = json_patch::Patch(
+        serde_json::from_value(json!([
+            { "op": "test", "path": "/data/k", "value": "v" },
+            { "op": "add", "path": "/metadata/finalizers", "value": ["example.com/hold"] },
+        ]))
+        .expect("patch"),
+    );
+    api.patch("f", &PatchParams::default(), &Patch::<()>::Json(good))
+        .await
+        .expect("json patch");
+
+    // A stale uid precondition refuses the delete.
+    let wrong = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: Some("nope".into()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    assert_eq!(status_of(api.delete("f", &wrong).await).code, 409);
+
+    // With a finalizer, delete only marks the object; removing the finalizer completes it.
+    api.delete("f", &DeleteParams::default())
+        .await
+        .expect("delete marks");
+    let marked = api.get("f").await.expect("still there");
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    api.patch(
+        "f",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
+    )
+    .await
+    .expect("drop finalizer");
+    assert_eq!(status_of(api.get("f").await).code, 404);
+}
+
+#[tokio::test]
+async fn apply_conflicts_with_the_creator_of_a_field() {
+    // Kubernetes tracks non-apply writers too (operation Update): applying a different value
+    // to a field someone created with POST conflicts with that creator.
+    let server = FakeApiServer::start(Options::default());
+    let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
+    let pp = PostParams {
+        field_manager: Some("creator".into()),
+        ..Default::default()
+    };
+    let created = api
+        .create(&pp, &config_map("o", &[], &[("k", "1")]))
+        .await
+        .expect("create");
+    let managed = created.metadata.managed_fields.unwrap_or_default();
+    assert_eq!(
+        (
+            managed[0].manager.as_deref(),
+            managed[0].operation.as_deref()
+        ),
+        (Some("creator"), Some("Update"))
+    );
+    let status = status_of(
+        api.patch(
+            "o",
+            &PatchParams::apply("applier"),
+            &Patch::Apply(&config_map("o", &[], &[("k", "2")])),
+        )
+        .await,
+    );
+    assert!(
+        status.message.contains("conflict with \"creator\""),
+        "{}",
+        status.message
+    );
+    let forced = api
+        .patch(
+            "o",
+            &PatchParams::apply("applier").force(),
+            &Patch::Apply(&config_map("o", &[], &[("k", "2")])),
+        )
+        .await
+        .expect("forced");
+    let creator = forced
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .find(|m| m.manager.as_deref() == Some("creator"))
+        .map(|m| serde_json::to_value(&m.fields_v1).expect("json"))
+        .unwrap_or_default();
+    assert!(
+        creator.get("f:data").is_none(),
+        "creator lost .data.k: {creator}"
+    );
+}

@@ -107,7 +107,8 @@ impl WatchStream {
             let period = params.bookmark_interval.max(Duration::from_millis(10));
             tokio::time::interval_at(Instant::now() + period, period)
         });
-        let deadline = params.timeout.map(|t| Instant::now() + t);
+        // A timeout too large to represent means "no timeout".
+        let deadline = params.timeout.and_then(|t| Instant::now().checked_add(t));
         Ok(WatchStream {
             store,
             def,
