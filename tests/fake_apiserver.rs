@@ -1605,3 +1605,37 @@ async fn apply_conflicts_with_the_creator_of_a_field() {
         "creator lost .data.k: {creator}"
     );
 }
+
+#[tokio::test]
+async fn extra_resources_can_be_registered() {
+    use support::fake_apiserver::ResourceDef;
+    let server = FakeApiServer::start(Options {
+        extra_resources: vec![ResourceDef::builtin("", "events", "Event", true, false)],
+        ..Options::default()
+    });
+    let api: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(server.client().await, "default");
+    let event = k8s_openapi::api::core::v1::Event {
+        metadata: ObjectMeta {
+            name: Some("e1".into()),
+            ..Default::default()
+        },
+        reason: Some("Test".into()),
+        ..Default::default()
+    };
+    api.create(&PostParams::default(), &event)
+        .await
+        .expect("create event");
+    assert_eq!(server.list("Event").len(), 1);
+    let duplicate = FakeApiServer::try_start(Options {
+        extra_resources: vec![ResourceDef::builtin(
+            "",
+            "configmaps",
+            "ConfigMap",
+            true,
+            false,
+        )],
+        ..Options::default()
+    });
+    assert!(duplicate.is_err(), "a resource cannot be registered twice");
+}

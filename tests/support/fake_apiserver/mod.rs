@@ -24,6 +24,22 @@
 //! thread and runtime (so tests that block do not stall it), stopping and restarting it on the
 //! same port, the kubeconfig, and helpers that write through the same code path as HTTP.
 //!
+//! Usage (in `tests/<name>.rs`, with `mod support;`):
+//! ```ignore
+//! use support::fake_apiserver::{FakeApiServer, Options};
+//!
+//! let api = FakeApiServer::start(Options::default());
+//! api.load_yaml_dir("tests/fixtures/cluster")?;          // objects incl. .status
+//! let child = Command::new(env!("CARGO_BIN_EXE_machine-config-server"))
+//!     .args(["start", "--kubeconfig"]).arg(api.kubeconfig_file())
+//!     .args(["--apiserver-url", "https://api-int.example:6443"]).spawn()?;
+//! // ... change objects with api.apply_object / update_status / delete, observe the binary ...
+//! api.stop();     // outage: port refuses connections, watch streams are cut
+//! api.restart();  // same port, same objects; clients resume their watches
+//! let mcn = api.get("MachineConfigNode", None, "node-1");
+//! let verbs = api.requests();  // what the binary called, for RBAC checks
+//! ```
+//!
 //! Known simplifications: no authentication/authorization, no namespaces resource (any
 //! namespace exists), no admission, no CEL (`x-kubernetes-validations`) rules, no defaulting,
 //! lists are not snapshots (later pages show current objects), strategic merge patch on
@@ -69,6 +85,8 @@ pub struct Options {
     pub history_limit: usize,
     /// CRD directory; `None` uses `shared/crds/`.
     pub crd_dir: Option<PathBuf>,
+    /// More resources to serve, e.g. `ResourceDef::builtin("", "events", "Event", true, false)`.
+    pub extra_resources: Vec<ResourceDef>,
 }
 
 impl Default for Options {
@@ -78,6 +96,7 @@ impl Default for Options {
             bookmark_interval: Duration::from_secs(5),
             history_limit: 10_000,
             crd_dir: None,
+            extra_resources: Vec::new(),
         }
     }
 }
@@ -151,7 +170,11 @@ impl FakeApiServer {
 
     /// [`FakeApiServer::start`] returning the reason it could not start.
     pub fn try_start(options: Options) -> Result<Self, String> {
-        let registry = Registry::standard(options.routes, options.crd_dir.as_deref())?;
+        let registry = Registry::standard(
+            options.routes,
+            options.crd_dir.as_deref(),
+            &options.extra_resources,
+        )?;
         let listener =
             std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
         listener

@@ -31,7 +31,8 @@ pub struct ResourceDef {
 }
 
 impl ResourceDef {
-    fn builtin(group: &str, plural: &str, kind: &str, namespaced: bool, status: bool) -> Self {
+    /// A schema-less `v1` resource (a built-in kind): no pruning or validation beyond names.
+    pub fn builtin(group: &str, plural: &str, kind: &str, namespaced: bool, status: bool) -> Self {
         ResourceDef {
             group: group.to_string(),
             version: "v1".to_string(),
@@ -87,7 +88,11 @@ impl Registry {
     /// The resources the machine-config-server touches: core nodes, configmaps, services,
     /// secrets; coordination leases; every CRD in the shared CRD directory (Routes only when
     /// `with_routes`, to model a plain Kubernetes cluster without OpenShift's route API).
-    pub fn standard(with_routes: bool, crd_dir: Option<&Path>) -> Result<Self, String> {
+    pub fn standard(
+        with_routes: bool,
+        crd_dir: Option<&Path>,
+        extra: &[ResourceDef],
+    ) -> Result<Self, String> {
         let mut resources = vec![
             ResourceDef::builtin("", "nodes", "Node", false, true),
             ResourceDef::builtin("", "configmaps", "ConfigMap", true, false),
@@ -103,6 +108,18 @@ impl Registry {
             crds.into_iter()
                 .filter(|def| with_routes || def.group != "route.openshift.io"),
         );
+        for def in extra {
+            let taken = resources.iter().any(|r| {
+                r.group == def.group && r.version == def.version && r.plural == def.plural
+            });
+            if taken {
+                return Err(format!(
+                    "resource {} registered twice",
+                    def.qualified_name()
+                ));
+            }
+            resources.push(def.clone());
+        }
         Ok(Registry { resources })
     }
 
