@@ -1639,3 +1639,78 @@ async fn extra_resources_can_be_registered() {
     });
     assert!(duplicate.is_err(), "a resource cannot be registered twice");
 }
+
+#[tokio::test]
+async fn metadata_only_list_get_and_watch() {
+    let server = FakeApiServer::start(Options::default());
+    let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
+    api.create(
+        &PostParams::default(),
+        &config_map("m", &[("l", "v")], &[("big", "data")]),
+    )
+    .await
+    .expect("create");
+    let listed = api
+        .list_metadata(&ListParams::default())
+        .await
+        .expect("list_metadata");
+    assert_eq!(listed.items.len(), 1);
+    let meta = api.get_metadata("m").await.expect("get_metadata");
+    assert_eq!(
+        meta.metadata
+            .labels
+            .unwrap_or_default()
+            .get("l")
+            .map(String::as_str),
+        Some("v")
+    );
+    let (code, raw_list) = raw_with_accept(
+        &server,
+        "/api/v1/namespaces/default/configmaps",
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+    )
+    .await;
+    assert_eq!(
+        (code, raw_list["kind"].as_str()),
+        (200, Some("PartialObjectMetadataList"))
+    );
+    assert!(
+        raw_list["items"][0].get("data").is_none(),
+        "metadata only: {raw_list}"
+    );
+
+    let (reader, writer) = reflector::store();
+    // `Api<PartialObjectMeta<K>>` makes kube-rs send metadata-only requests.
+    let meta_api: Api<kube::core::PartialObjectMeta<ConfigMap>> =
+        Api::namespaced(server.client().await, "default");
+    let events = watcher(meta_api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects();
+    let task = tokio::spawn(events.for_each(|_| async {}));
+    api.create(&PostParams::default(), &config_map("m2", &[], &[]))
+        .await
+        .expect("create");
+    eventually("metadata watcher sees both", || reader.state().len() == 2).await;
+    task.abort();
+}
+
+async fn raw_with_accept(server: &FakeApiServer, path: &str, accept: &str) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(server.address())
+        .await
+        .expect("connect");
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAccept: {accept}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.expect("read");
+    let text = String::from_utf8_lossy(&response);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, serde_json::from_str(body).unwrap_or(Value::Null))
+}

@@ -23,7 +23,7 @@ use super::status::ApiError;
 use super::store::{
     parse_json, FieldValidation, ListParams, PatchType, Preconditions, Scope, Target, WriteParams,
 };
-use super::watch::{WatchParams, WatchStream};
+use super::watch::{partial_metadata, WatchParams, WatchStream};
 use super::{RequestRecord, Shared};
 
 /// Request bodies above this size are refused (Kubernetes' limit is about 3 MiB).
@@ -308,6 +308,13 @@ async fn resource_request(
         name: path.name.clone().unwrap_or_default(),
     };
     let headers = request.headers().clone();
+    // `Accept: application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1` (kube-rs
+    // metadata watches, list_metadata, get_metadata) asks for metadata-only objects.
+    let metadata_only = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("as=PartialObjectMetadata"));
     match verb {
         "get" => {
             let store = shared.lock_store()?;
@@ -320,7 +327,12 @@ async fn resource_request(
                 .ok_or_else(|| {
                     ApiError::not_found(&def, path.name.as_deref().unwrap_or_default())
                 })?;
-            Ok(json_response(StatusCode::OK, object, &[]))
+            let object = if metadata_only {
+                partial_metadata(object)
+            } else {
+                object.clone()
+            };
+            Ok(json_response(StatusCode::OK, &object, &[]))
         }
         "list" if path.subresource.is_none() => {
             let params = ListParams {
@@ -339,10 +351,19 @@ async fn resource_request(
                     .cloned()
                     .filter(|m| !m.is_empty()),
             };
-            let list =
+            let mut list =
                 shared
                     .lock_store()?
                     .list(&def, path.id, path.namespace.as_deref(), &params)?;
+            if metadata_only {
+                list["kind"] = Value::from("PartialObjectMetadataList");
+                list["apiVersion"] = Value::from("meta.k8s.io/v1");
+                if let Some(Value::Array(items)) = list.get_mut("items") {
+                    for item in items.iter_mut() {
+                        *item = partial_metadata(item);
+                    }
+                }
+            }
             Ok(json_response(StatusCode::OK, &list, &[]))
         }
         "watch" if path.subresource.is_none() => {
@@ -361,6 +382,7 @@ async fn resource_request(
                 allow_bookmarks: is_true(query.get("allowWatchBookmarks")),
                 timeout,
                 bookmark_interval: shared.options.bookmark_interval,
+                metadata_only,
             };
             let stream = WatchStream::start(shared.store.clone(), def, params)?;
             let body = futures::stream::unfold(stream, |mut stream| async move {

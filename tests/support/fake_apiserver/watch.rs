@@ -34,6 +34,8 @@ pub struct WatchParams {
     pub allow_bookmarks: bool,
     pub timeout: Option<Duration>,
     pub bookmark_interval: Duration,
+    /// `Accept: ...;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`: send metadata only.
+    pub metadata_only: bool,
 }
 
 /// A running watch: the events still to send and the live feed of changes.
@@ -79,11 +81,11 @@ impl WatchStream {
             if initial {
                 for object in store_guard.objects(params.resource, params.namespace.as_deref()) {
                     if params.selectors.matches(object) {
-                        pending.push_back(event_line("ADDED", object));
+                        pending.push_back(object_event(&params, "ADDED", object));
                     }
                 }
                 if params.send_initial_events {
-                    pending.push_back(bookmark_line(&def, now, true));
+                    pending.push_back(bookmark_line(&def, &params, now, true));
                 }
             } else if let Some(from) = requested {
                 if from < store_guard.oldest_resumable() {
@@ -188,7 +190,7 @@ impl WatchStream {
         let revision = self.seen_revision.max(current);
         self.seen_revision = revision;
         self.pending
-            .push_back(bookmark_line(&self.def, revision, false));
+            .push_back(bookmark_line(&self.def, &self.params, revision, false));
     }
 }
 
@@ -220,7 +222,25 @@ fn filter_change(params: &WatchParams, change: &Change) -> Option<Bytes> {
         ChangeKind::Deleted if now || before => "DELETED",
         _ => return None,
     };
-    Some(event_line(kind, &change.object))
+    Some(object_event(params, kind, &change.object))
+}
+
+/// A watch event for an object, in the representation the client asked for.
+fn object_event(params: &WatchParams, kind: &str, object: &Value) -> Bytes {
+    if params.metadata_only {
+        event_line(kind, &partial_metadata(object))
+    } else {
+        event_line(kind, object)
+    }
+}
+
+/// The `meta.k8s.io/v1` `PartialObjectMetadata` form of an object.
+pub fn partial_metadata(object: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
 }
 
 fn event_line(kind: &str, object: &Value) -> Bytes {
@@ -229,11 +249,16 @@ fn event_line(kind: &str, object: &Value) -> Bytes {
     Bytes::from(line)
 }
 
-fn bookmark_line(def: &ResourceDef, revision: u64, initial_events_end: bool) -> Bytes {
+fn bookmark_line(
+    def: &ResourceDef,
+    params: &WatchParams,
+    revision: u64,
+    initial_events_end: bool,
+) -> Bytes {
     let mut metadata = json!({ "resourceVersion": revision.to_string() });
     if initial_events_end {
         metadata["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
     }
     let object = json!({ "kind": def.kind, "apiVersion": def.api_version(), "metadata": metadata });
-    event_line("BOOKMARK", &object)
+    object_event(params, "BOOKMARK", &object)
 }
