@@ -90,6 +90,9 @@ struct Ports {
     metrics: Arc<Metrics>,
     access: Arc<AccessPolicy>,
     limits: ConnectionLimits,
+    /// What each remote address was last answered; the MachineConfigNode publisher (cluster
+    /// mode) reads a clone of it.
+    served: crate::mcn::ServedLog,
 }
 
 impl Ports {
@@ -161,6 +164,7 @@ impl Ports {
             metrics,
             access,
             limits,
+            served: crate::mcn::ServedLog::default(),
         })
     }
 
@@ -180,6 +184,7 @@ impl Ports {
             pools: pools.clone(),
             access: self.access.clone(),
             layered: Arc::new(DecisionTracker::new()),
+            served: self.served.clone(),
         };
         let router = server::router(state.clone());
         let limits = self.limits.clone();

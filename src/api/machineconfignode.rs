@@ -61,7 +61,8 @@ pub struct MachineConfigNodeStatus {
 /// `status.configVersion`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StatusConfigVersion {
-    #[serde(default)]
+    /// Empty when unknown; then left out of the written object (the CRD rejects an empty name).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub current: String,
     #[serde(default)]
     pub desired: String,

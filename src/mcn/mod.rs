@@ -1,3 +1,223 @@
-//! MachineConfigNode publisher (cluster mode).
+//! MachineConfigNode publisher (cluster mode): when a machine that booted from this server joins
+//! as a Node, its MachineConfigNode (MCN) exists within moments, with the bootstrap record of
+//! what it was served.
 //!
-//! Placeholder: the MCN work (issue 6) implements it.
+//! # Shape
+//! - [`served`]: the bounded record remote IP -> last answer, written by the `/config` handler.
+//! - [`desired`]: the MCN, initial status and bootstrap annotations for one Node (pure).
+//! - [`plan`]: which MCNs to create, fill, initialise or delete (pure).
+//! - [`lease`]: Lease leader election; exactly one replica publishes at a time.
+//! - [`controller`]: the leader's reconcile loop (server-side apply, backoff, metrics).
+//!
+//! # Inputs
+//! The publisher reads Nodes, MCNs and MachineConfigPools from the cluster source's published
+//! [`Snapshot`]s (the same watch caches the server renders from, no second set of watches), so
+//! "the rendered config this server serves for a pool" is exactly what a request would get. It
+//! acts only on snapshots published after every cache has synced.
+//!
+//! # What it writes (field manager [`FIELD_MANAGER`])
+//! Only MCNs that are missing, plus `not-yet-set` fields and missing bootstrap records on MCNs
+//! it created itself (marked with [`desired::annotations::CREATED_BY`]); MCNs created by anyone
+//! else are left exactly as they are. The initial status is written only while an MCN has none.
+//! MCNs whose Node is gone are deleted. See [`plan`] and [`controller`] for the rules.
+//!
+//! # Known limit
+//! The served-request record lives in each replica's memory; the leader sees only the requests
+//! its own replica answered. With several replicas behind the load balancer, an MCN gets a
+//! bootstrap record only when the leader's replica served that node (the MCN itself is always
+//! created). A load balancer that rewrites source addresses defeats the match entirely.
+//!
+//! Must not touch: the request path (it never blocks serving), the snapshot or its sources.
+
+pub mod controller;
+pub mod desired;
+pub mod lease;
+pub mod plan;
+pub mod served;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::metrics::Metrics;
+use crate::snapshot::Snapshot;
+
+pub use controller::ReconcileSettings;
+pub use lease::LeaseSettings;
+pub use served::{ServedLog, ServedRecord};
+
+/// The server-side apply field manager of every MCN write.
+pub const FIELD_MANAGER: &str = "machine-config-server-mcn";
+
+/// Environment variables that shorten the publisher's timing (for tests; start-up glue reads
+/// them, the publisher itself never reads the environment). Values are milliseconds.
+pub const ENV_LEASE_DURATION_MS: &str = "MCS_MCN_LEASE_DURATION_MS";
+pub const ENV_RENEW_PERIOD_MS: &str = "MCS_MCN_RENEW_PERIOD_MS";
+pub const ENV_RENEW_DEADLINE_MS: &str = "MCS_MCN_RENEW_DEADLINE_MS";
+pub const ENV_RETRY_PERIOD_MS: &str = "MCS_MCN_RETRY_PERIOD_MS";
+pub const ENV_RESYNC_MS: &str = "MCS_MCN_RESYNC_MS";
+
+/// Everything the publisher needs to know before it starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PublisherSettings {
+    pub lease: LeaseSettings,
+    pub reconcile: ReconcileSettings,
+}
+
+impl PublisherSettings {
+    /// Defaults for a replica named `identity` (host or pod name plus process id).
+    pub fn new(identity: impl Into<String>) -> Self {
+        PublisherSettings {
+            lease: LeaseSettings::new(identity),
+            reconcile: ReconcileSettings::default(),
+        }
+    }
+
+    /// Applies the `MCS_MCN_*_MS` overrides found by `lookup` (e.g. `std::env::var`). A value
+    /// that is not a positive number of milliseconds is an error naming the variable.
+    pub fn with_overrides(
+        mut self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, String> {
+        let millis = |key: &str| -> Result<Option<Duration>, String> {
+            match lookup(key) {
+                None => Ok(None),
+                Some(value) => match value.trim().parse::<u64>() {
+                    Ok(ms) if ms > 0 => Ok(Some(Duration::from_millis(ms))),
+                    _ => Err(format!(
+                        "{key}={value:?}: expected a positive number of milliseconds"
+                    )),
+                },
+            }
+        };
+        if let Some(d) = millis(ENV_LEASE_DURATION_MS)? {
+            self.lease.lease_duration = d;
+        }
+        if let Some(d) = millis(ENV_RENEW_PERIOD_MS)? {
+            self.lease.renew_period = d;
+        }
+        if let Some(d) = millis(ENV_RENEW_DEADLINE_MS)? {
+            self.lease.renew_deadline = d;
+        }
+        if let Some(d) = millis(ENV_RETRY_PERIOD_MS)? {
+            self.lease.retry_period = d;
+        }
+        if let Some(d) = millis(ENV_RESYNC_MS)? {
+            self.reconcile.resync = d;
+        }
+        if self.lease.renew_deadline >= self.lease.lease_duration {
+            return Err(format!(
+                "{ENV_RENEW_DEADLINE_MS} must be shorter than {ENV_LEASE_DURATION_MS}: the leader must stop before its lease can expire"
+            ));
+        }
+        Ok(self)
+    }
+}
+
+/// The publisher's view of the cluster: the cluster source's snapshots and readiness.
+#[derive(Clone)]
+pub struct PublisherInputs {
+    pub snapshots: watch::Receiver<Arc<Snapshot>>,
+    pub ready: watch::Receiver<bool>,
+}
+
+/// A running publisher.
+pub struct Publisher {
+    /// True while this replica holds the lease and publishes.
+    pub leading: watch::Receiver<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Publisher {
+    /// Waits for the election and reconcile tasks to end (after `shutdown`; the lease is
+    /// released on the way out).
+    pub async fn join(self) {
+        for task in self.tasks {
+            if let Err(error) = task.await {
+                tracing::warn!(%error, "MachineConfigNode publisher task ended abnormally");
+            }
+        }
+    }
+}
+
+/// Starts the election and the reconcile loop in the background and returns at once.
+pub fn start(
+    client: kube::Client,
+    settings: PublisherSettings,
+    inputs: PublisherInputs,
+    served: ServedLog,
+    metrics: Arc<Metrics>,
+    shutdown: watch::Receiver<bool>,
+) -> Publisher {
+    let (leading_tx, leading) = watch::channel(false);
+    let elector = lease::Elector::new(client.clone(), settings.lease);
+    let election = tokio::spawn(lease::run(elector, leading_tx, shutdown.clone()));
+    let reconciler = controller::Reconciler::new(client, served, metrics, settings.reconcile);
+    let reconcile = tokio::spawn(controller::run(
+        reconciler,
+        inputs.snapshots,
+        inputs.ready,
+        leading.clone(),
+        shutdown,
+    ));
+    Publisher {
+        leading,
+        tasks: vec![election, reconcile],
+    }
+}
+
+/// This replica's lease identity: `<host name>_<process id>`. `host` is the pod's or machine's
+/// name (start-up glue reads it); an empty one falls back to `unknown`.
+pub fn identity(host: &str) -> String {
+    let host = host.trim();
+    let host = if host.is_empty() { "unknown" } else { host };
+    format!("{host}_{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn overrides_shorten_the_timing() {
+        let env: HashMap<&str, &str> = HashMap::from([
+            (ENV_LEASE_DURATION_MS, "2000"),
+            (ENV_RENEW_PERIOD_MS, "300"),
+            (ENV_RENEW_DEADLINE_MS, "1200"),
+            (ENV_RETRY_PERIOD_MS, "200"),
+            (ENV_RESYNC_MS, "500"),
+        ]);
+        let settings = PublisherSettings::new("me")
+            .with_overrides(|k| env.get(k).map(|v| v.to_string()))
+            .unwrap();
+        assert_eq!(settings.lease.lease_duration, Duration::from_secs(2));
+        assert_eq!(settings.lease.renew_period, Duration::from_millis(300));
+        assert_eq!(settings.lease.renew_deadline, Duration::from_millis(1200));
+        assert_eq!(settings.lease.retry_period, Duration::from_millis(200));
+        assert_eq!(settings.reconcile.resync, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn bad_overrides_name_the_variable() {
+        let err = PublisherSettings::new("me")
+            .with_overrides(|k| (k == ENV_RENEW_PERIOD_MS).then(|| "soon".to_string()))
+            .unwrap_err();
+        assert!(err.contains(ENV_RENEW_PERIOD_MS), "{err}");
+        let err = PublisherSettings::new("me")
+            .with_overrides(|k| (k == ENV_RENEW_DEADLINE_MS).then(|| "20000".to_string()))
+            .unwrap_err();
+        assert!(err.contains("shorter"), "{err}");
+    }
+
+    #[test]
+    fn identity_is_host_and_pid() {
+        assert_eq!(
+            identity("master-0"),
+            format!("master-0_{}", std::process::id())
+        );
+        assert_eq!(identity(" "), format!("unknown_{}", std::process::id()));
+    }
+}

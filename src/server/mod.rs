@@ -24,6 +24,7 @@ use tokio::sync::watch;
 
 use crate::cache::{CacheKey, CacheOutcome, PayloadCache};
 use crate::ignition::accept;
+use crate::mcn::ServedLog;
 use crate::metrics::{Metrics, PoolStatusBoard};
 use crate::render::layered::DecisionTracker;
 use crate::render::{self, RenderError, Rendered};
@@ -46,6 +47,8 @@ pub struct AppState {
     pub access: Arc<access::AccessPolicy>,
     /// Last layered-image decision per pool: reports each served one (log, metric, status).
     pub layered: Arc<DecisionTracker>,
+    /// What each remote address was last answered (read by the MachineConfigNode publisher).
+    pub served: ServedLog,
 }
 
 /// The remote address of the connection a request arrived on (set by the listener).
@@ -104,11 +107,8 @@ async fn config(state: AppState, request: Request) -> Response<Body> {
     };
     let accept_header = header(ACCEPT);
     let user_agent = header(USER_AGENT).unwrap_or_default();
-    let remote = request
-        .extensions
-        .get::<RemoteAddr>()
-        .map(|r| r.0.to_string())
-        .unwrap_or_default();
+    let remote_addr = request.extensions.get::<RemoteAddr>().map(|r| r.0);
+    let remote = remote_addr.map(|r| r.to_string()).unwrap_or_default();
 
     let (pool, traversal) = match pool_path::parse(request.uri.path()) {
         Ok(parsed) => (parsed.pool, parsed.traversal),
@@ -156,6 +156,10 @@ async fn config(state: AppState, request: Request) -> Response<Body> {
                     &state.metrics,
                     &state.pools,
                 );
+            }
+            if !head {
+                // MCN publisher hook: the bootstrap record of the node this address becomes.
+                state.served.record_answer(remote_addr, &pool, &rendered);
             }
             ok_json(&rendered, head)
         }

@@ -1,0 +1,523 @@
+//! The publisher's I/O: while this replica holds the lease, it turns each new snapshot of the
+//! cluster (and, periodically, the served-request record) into a [`plan`] and carries it out
+//! with server-side apply under the field manager [`FIELD_MANAGER`].
+//!
+//! - Creates and fills are applies of the fields this server owns, without `force`: a field
+//!   another manager owns with a different value is a `409` conflict, which is counted, logged
+//!   and not retried until that MCN changes. The server never takes a field from the daemon or
+//!   the operator.
+//! - The initial status is a separate apply on the `/status` subresource, made only while the
+//!   MCN has no status (right after the create, with the generation the create returned).
+//! - Writes use `fieldValidation=Strict`, so an undeclared field is an error rather than silently
+//!   pruned. A rejection naming `configImage` means the CRD in use does not declare
+//!   `spec.configImage`: the publisher stops writing it (the image stays in the bootstrap-record
+//!   annotation) and retries at once.
+//! - A delete first confirms with a direct read that the Node is really gone (the cache may lag),
+//!   then deletes with the MCN's uid as precondition.
+//! - A failed write is logged with its cause chain, counted, and retried with per-object
+//!   exponential backoff. After a successful write the object is not acted on again until the
+//!   watch cache shows the change (or a short grace period passes).
+//!
+//! Owns MachineConfigNode writes only. It never blocks serving: it runs in its own task, reads
+//! snapshots through a `watch` channel and the served log through a short, non-async lock.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions, ValidationDirective};
+use kube::{Api, Client, Resource as _};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use super::desired::InitialStatus;
+use super::plan::{plan, Action, World};
+use super::served::ServedLog;
+use super::FIELD_MANAGER;
+use crate::api::machineconfignode::{MachineConfigNode, MachineConfigNodeStatus};
+use crate::metrics::Metrics;
+use crate::server::ErrorChain;
+use crate::snapshot::Snapshot;
+
+/// Retry and resync timing of the reconcile loop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReconcileSettings {
+    /// First retry delay after a failed write; doubles per failure.
+    pub retry_initial: Duration,
+    /// Longest retry delay.
+    pub retry_max: Duration,
+    /// How often the plan is re-made without a new snapshot (picks up served records for nodes
+    /// that are already known).
+    pub resync: Duration,
+    /// How long a successful write waits for the watch cache to show it before the object may
+    /// be acted on again anyway.
+    pub cache_grace: Duration,
+}
+
+impl Default for ReconcileSettings {
+    fn default() -> Self {
+        ReconcileSettings {
+            retry_initial: Duration::from_secs(1),
+            retry_max: Duration::from_secs(60),
+            resync: Duration::from_secs(30),
+            cache_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why a write failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error("{action} machineconfignode/{name}: {source}")]
+    Api {
+        action: &'static str,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl PublishError {
+    /// Short, stable name used as a metric label and log field.
+    pub fn kind(&self) -> &'static str {
+        let PublishError::Api { source, .. } = self;
+        match source {
+            kube::Error::Api(status) => match status.code {
+                409 => "conflict",
+                404 => "not_found",
+                403 | 401 => "forbidden",
+                400 | 422 => "invalid",
+                _ => "api_error",
+            },
+            kube::Error::HyperError(_) | kube::Error::Service(_) => "unreachable",
+            _ => "api_error",
+        }
+    }
+
+    fn status_code(&self) -> Option<u16> {
+        let PublishError::Api { source, .. } = self;
+        match source {
+            kube::Error::Api(status) => Some(status.code),
+            _ => None,
+        }
+    }
+}
+
+/// What a carried-out action did (the metric `result` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Created,
+    Filled,
+    StatusInitialized,
+    Deleted,
+    /// Nothing to do after all (e.g. the Node still exists).
+    Skipped,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Created => "created",
+            Outcome::Filled => "filled",
+            Outcome::StatusInitialized => "status_initialized",
+            Outcome::Deleted => "deleted",
+            Outcome::Skipped => "skipped",
+        }
+    }
+}
+
+/// Per-object memory of the reconcile loop.
+#[derive(Debug)]
+enum Hold {
+    /// Retry after `until` (failure number `failures`).
+    Backoff { failures: u32, until: Instant },
+    /// Written; wait until the cache no longer shows `seen` (or until `until`).
+    Written {
+        seen: Option<String>,
+        until: Instant,
+    },
+    /// Conflicted with another manager; wait until the cache no longer shows `seen`.
+    Conflict { seen: Option<String> },
+}
+
+/// The reconcile loop of the leader.
+pub struct Reconciler {
+    mcns: Api<MachineConfigNode>,
+    nodes: Api<Node>,
+    served: ServedLog,
+    metrics: Arc<Metrics>,
+    settings: ReconcileSettings,
+    config_image_declared: bool,
+    holds: HashMap<String, Hold>,
+    warned_unpooled: BTreeSet<String>,
+}
+
+impl Reconciler {
+    pub fn new(
+        client: Client,
+        served: ServedLog,
+        metrics: Arc<Metrics>,
+        settings: ReconcileSettings,
+    ) -> Self {
+        Reconciler {
+            mcns: Api::all(client.clone()),
+            nodes: Api::all(client),
+            served,
+            metrics,
+            settings,
+            config_image_declared: true,
+            holds: HashMap::new(),
+            warned_unpooled: BTreeSet::new(),
+        }
+    }
+
+    /// Runs while `leading` is true (returns when it turns false or `shutdown` turns true).
+    pub async fn lead(
+        &mut self,
+        snapshots: &mut watch::Receiver<Arc<Snapshot>>,
+        ready: &mut watch::Receiver<bool>,
+        leading: &mut watch::Receiver<bool>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) {
+        // A new term: what the previous leader did is in the cache, not in our memory.
+        self.holds.clear();
+        loop {
+            if !*leading.borrow_and_update() || *shutdown.borrow() {
+                return;
+            }
+            let snapshot = snapshots.borrow_and_update().clone();
+            // Generation 0 is the empty snapshot before every cache has synced: acting on it
+            // would create or delete on a partial view.
+            if *ready.borrow_and_update() && snapshot.generation > 0 {
+                self.reconcile(&snapshot, leading).await;
+            }
+            let wake = self.next_wake();
+            tokio::select! {
+                _ = snapshots.changed() => {}
+                _ = ready.changed() => {}
+                _ = leading.changed() => {}
+                _ = shutdown.changed() => {}
+                _ = tokio::time::sleep_until(wake) => {}
+            }
+        }
+    }
+
+    /// One pass: plan from `snapshot` and carry out every action that is not held back.
+    pub async fn reconcile(&mut self, snapshot: &Snapshot, leading: &watch::Receiver<bool>) {
+        let world = World::from_snapshot(snapshot);
+        let served = self.served.clone();
+        let plan = plan(&world, |ip| served.get(ip), self.config_image_declared);
+        self.warn_unpooled(&plan.unpooled);
+
+        let cached_versions: HashMap<&str, Option<&str>> = world
+            .machine_config_nodes
+            .iter()
+            .filter_map(|m| {
+                Some((
+                    m.metadata.name.as_deref()?,
+                    m.metadata.resource_version.as_deref(),
+                ))
+            })
+            .collect();
+        let now = Instant::now();
+        // Forget holds whose object changed in the cache, or whose time is up.
+        self.holds.retain(|name, hold| {
+            let cached = cached_versions.get(name.as_str()).copied().flatten();
+            match hold {
+                Hold::Backoff { until, .. } => {
+                    *until > now || plan.actions.iter().any(|a| a.name() == name)
+                }
+                Hold::Written { seen, until } => seen.as_deref() == cached && *until > now,
+                Hold::Conflict { seen } => seen.as_deref() == cached,
+            }
+        });
+
+        for action in &plan.actions {
+            if !*leading.borrow() {
+                return;
+            }
+            let name = action.name().to_owned();
+            match self.holds.get(&name) {
+                Some(Hold::Backoff { until, .. }) if *until > Instant::now() => continue,
+                Some(Hold::Written { .. } | Hold::Conflict { .. }) => continue,
+                _ => {}
+            }
+            let seen = cached_versions
+                .get(name.as_str())
+                .copied()
+                .flatten()
+                .map(str::to_owned);
+            match self.execute(action).await {
+                Ok(outcome) => {
+                    self.metrics.mcn_publish(outcome.as_str());
+                    self.holds.insert(
+                        name,
+                        Hold::Written {
+                            seen,
+                            until: Instant::now() + self.settings.cache_grace,
+                        },
+                    );
+                }
+                Err(error) if error.status_code() == Some(409) => {
+                    self.metrics.mcn_publish("conflict");
+                    info!(mcn = %name, action = action.kind(), error = %ErrorChain(&error), "another field manager owns these fields; leaving the MachineConfigNode as it is");
+                    self.holds.insert(name, Hold::Conflict { seen });
+                }
+                Err(error) => {
+                    self.metrics.mcn_publish("error");
+                    let failures = match self.holds.get(&name) {
+                        Some(Hold::Backoff { failures, .. }) => failures.saturating_add(1),
+                        _ => 1,
+                    };
+                    let delay = backoff_delay(&self.settings, failures);
+                    warn!(mcn = %name, action = action.kind(), kind = error.kind(), retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), error = %ErrorChain(&error), "could not write MachineConfigNode");
+                    self.holds.insert(
+                        name,
+                        Hold::Backoff {
+                            failures,
+                            until: Instant::now() + delay,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    fn next_wake(&self) -> Instant {
+        let resync = Instant::now() + self.settings.resync;
+        self.holds
+            .values()
+            .filter_map(|hold| match hold {
+                Hold::Backoff { until, .. } | Hold::Written { until, .. } => Some(*until),
+                Hold::Conflict { .. } => None,
+            })
+            .fold(resync, Instant::min)
+    }
+
+    fn warn_unpooled(&mut self, unpooled: &[String]) {
+        let current: BTreeSet<String> = unpooled.iter().cloned().collect();
+        for node in current.difference(&self.warned_unpooled) {
+            warn!(node = %node, "node belongs to no MachineConfigPool (or to several custom pools); no MachineConfigNode is created for it");
+        }
+        self.warned_unpooled = current;
+    }
+
+    async fn execute(&mut self, action: &Action) -> Result<Outcome, PublishError> {
+        match action {
+            Action::Create { mcn, status } => {
+                let created = self.apply(mcn, "create").await?;
+                let generation = created.metadata.generation.unwrap_or(1);
+                info!(
+                    mcn = %action.name(),
+                    pool = %mcn.spec.pool.name,
+                    desired = %mcn.spec.config_version.desired,
+                    bootstrap_record = super::desired::has_bootstrap_record(mcn),
+                    "created MachineConfigNode"
+                );
+                if created.status.is_none() {
+                    self.apply_status(action.name(), status, generation).await?;
+                }
+                Ok(Outcome::Created)
+            }
+            Action::Fill { mcn, filled } => {
+                self.apply(mcn, "fill").await?;
+                info!(mcn = %action.name(), filled = %filled.join(", "), "filled in MachineConfigNode");
+                Ok(Outcome::Filled)
+            }
+            Action::InitStatus {
+                name,
+                status,
+                generation,
+            } => {
+                self.apply_status(name, status, *generation).await?;
+                info!(mcn = %name, "wrote initial MachineConfigNode status");
+                Ok(Outcome::StatusInitialized)
+            }
+            Action::Delete { name, uid } => self.delete(name, uid.as_deref()).await,
+        }
+    }
+
+    fn params(&self) -> PatchParams {
+        PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            field_validation: Some(ValidationDirective::Strict),
+            ..PatchParams::default()
+        }
+    }
+
+    async fn apply(
+        &mut self,
+        mcn: &MachineConfigNode,
+        action: &'static str,
+    ) -> Result<MachineConfigNode, PublishError> {
+        let name = mcn.metadata.name.clone().unwrap_or_default();
+        let wrap = |source| PublishError::Api {
+            action,
+            name: name.clone(),
+            source,
+        };
+        let mcn = if self.config_image_declared {
+            mcn.clone()
+        } else {
+            without_config_image(mcn)
+        };
+        match self
+            .mcns
+            .patch(&name, &self.params(), &Patch::Apply(&mcn))
+            .await
+        {
+            Err(kube::Error::Api(status))
+                if mcn.spec.config_image.is_some()
+                    && matches!(status.code, 400 | 422)
+                    && status.message.contains("configImage") =>
+            {
+                self.config_image_declared = false;
+                info!(mcn = %name, "the MachineConfigNode CRD does not declare spec.configImage; the served image is kept in the bootstrap-record annotation only");
+                let mcn = without_config_image(&mcn);
+                self.mcns
+                    .patch(&name, &self.params(), &Patch::Apply(&mcn))
+                    .await
+                    .map_err(wrap)
+            }
+            result => result.map_err(wrap),
+        }
+    }
+
+    async fn apply_status(
+        &self,
+        name: &str,
+        status: &InitialStatus,
+        generation: i64,
+    ) -> Result<(), PublishError> {
+        let body = status_apply_body(name, &status.build(generation, Timestamp::now()));
+        self.mcns
+            .patch_status(name, &self.params(), &Patch::Apply(&body))
+            .await
+            .map(|_| ())
+            .map_err(|source| PublishError::Api {
+                action: "init_status",
+                name: name.to_owned(),
+                source,
+            })
+    }
+
+    async fn delete(&self, name: &str, uid: Option<&str>) -> Result<Outcome, PublishError> {
+        let wrap = |source| PublishError::Api {
+            action: "delete",
+            name: name.to_owned(),
+            source,
+        };
+        // The cache may lag behind a Node that was just created: ask the API server itself.
+        if self.nodes.get_opt(name).await.map_err(wrap)?.is_some() {
+            debug!(mcn = %name, "node still exists; not deleting its MachineConfigNode");
+            return Ok(Outcome::Skipped);
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: uid.map(str::to_owned),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self.mcns.delete(name, &params).await {
+            Ok(_) => {
+                info!(mcn = %name, "node is gone; deleted its MachineConfigNode");
+                Ok(Outcome::Deleted)
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(Outcome::Skipped),
+            Err(e) => Err(wrap(e)),
+        }
+    }
+}
+
+fn without_config_image(mcn: &MachineConfigNode) -> MachineConfigNode {
+    let mut mcn = mcn.clone();
+    mcn.spec.config_image = None;
+    mcn
+}
+
+/// The body of a status apply: identity and `status` only, so that the apply claims no spec or
+/// metadata field.
+pub fn status_apply_body(name: &str, status: &MachineConfigNodeStatus) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": MachineConfigNode::api_version(&()),
+        "kind": MachineConfigNode::kind(&()),
+        "metadata": { "name": name },
+        "status": status,
+    })
+}
+
+/// `retry_initial * 2^(failures-1)`, at most `retry_max`.
+pub fn backoff_delay(settings: &ReconcileSettings, failures: u32) -> Duration {
+    let exponent = failures.saturating_sub(1).min(20);
+    settings
+        .retry_initial
+        .saturating_mul(1u32 << exponent)
+        .min(settings.retry_max)
+}
+
+/// Runs the reconcile loop whenever `leading` is true, until `shutdown` turns true.
+pub async fn run(
+    mut reconciler: Reconciler,
+    mut snapshots: watch::Receiver<Arc<Snapshot>>,
+    mut ready: watch::Receiver<bool>,
+    mut leading: watch::Receiver<bool>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            result = leading.wait_for(|leading| *leading) => {
+                if result.is_err() {
+                    return;
+                }
+            }
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+        reconciler
+            .lead(&mut snapshots, &mut ready, &mut leading, &mut shutdown)
+            .await;
+        if *shutdown.borrow() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let settings = ReconcileSettings::default();
+        assert_eq!(backoff_delay(&settings, 1), Duration::from_secs(1));
+        assert_eq!(backoff_delay(&settings, 2), Duration::from_secs(2));
+        assert_eq!(backoff_delay(&settings, 4), Duration::from_secs(8));
+        assert_eq!(backoff_delay(&settings, 7), Duration::from_secs(60));
+        assert_eq!(backoff_delay(&settings, u32::MAX), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn status_apply_body_claims_only_status() {
+        let status = InitialStatus {
+            node: "n".into(),
+            current: None,
+            status_desired: "not-yet-set".into(),
+            spec_desired: "not-yet-set".into(),
+        }
+        .build(1, Timestamp::UNIX_EPOCH);
+        let body = status_apply_body("n", &status);
+        let keys: Vec<&str> = body
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, ["apiVersion", "kind", "metadata", "status"]);
+        assert_eq!(body["apiVersion"], "machineconfiguration.openshift.io/v1");
+        assert_eq!(body["kind"], "MachineConfigNode");
+        assert_eq!(body["metadata"], serde_json::json!({"name": "n"}));
+    }
+}

@@ -1,0 +1,322 @@
+//! The publisher's decisions: from the cluster state in a [`Snapshot`] and the served-request
+//! record, which MachineConfigNodes (MCNs) to create, which of ours to fill in, which to give
+//! their initial status and which to delete. Pure: no I/O, no clock, no logging.
+//!
+//! The rules, per Node (sorted by name, so plans are deterministic):
+//! - nodes in phase `Pending`/`Provisioning` and nodes being deleted are skipped;
+//! - a node without a primary pool (no pool selects it, or several custom pools do; see
+//!   [`primary_pool`]) gets no MCN and is reported in [`Plan::unpooled`];
+//! - no MCN: [`Action::Create`] (spec, owner reference, annotations) with its initial status;
+//! - an MCN this server created ([`is_ours`]): [`Action::Fill`] when its
+//!   `spec.configVersion.desired` is still `not-yet-set` and is now known, or when it has no
+//!   bootstrap record and one now matches; [`Action::InitStatus`] while it has no status;
+//! - an MCN someone else created: left alone, whatever it contains.
+//!
+//! And per MCN: when no Node of that name exists, [`Action::Delete`] (as the original operator
+//! does), never when the Node list is empty (an empty cache is not evidence of anything).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::desired::{
+    self, annotations, build_mcn, desired_config, has_bootstrap_record, internal_ips, is_ours,
+    is_provisioning, node_name, Bootstrap, InitialStatus, NodeInputs, PoolServing, NOT_YET_SET,
+};
+use super::served::ServedRecord;
+use crate::api::machineconfignode::{MachineConfigNode, MachineConfigNodeSpec, SpecConfigVersion};
+use crate::render::layered::selector::{primary_pool, PoolSelector};
+use crate::render::layered::{self};
+use crate::snapshot::Snapshot;
+
+/// How much later than the Node's creation a served record may be and still be the node's own
+/// (the record's time is this server's clock, the creation time the API server's).
+pub const CLOCK_SKEW: Duration = Duration::from_secs(600);
+
+/// The cluster state a plan is made from.
+#[derive(Clone, Debug)]
+pub struct World<'a> {
+    pub nodes: &'a [Arc<Node>],
+    pub machine_config_nodes: &'a [Arc<MachineConfigNode>],
+    /// Every pool's name and node selector.
+    pub pools: Vec<PoolSelector>,
+    /// What this server serves for each pool now.
+    pub serving: BTreeMap<String, PoolServing>,
+}
+
+impl<'a> World<'a> {
+    /// The state in a cluster-mode snapshot.
+    pub fn from_snapshot(snapshot: &'a Snapshot) -> Self {
+        World {
+            nodes: &snapshot.layered.nodes,
+            machine_config_nodes: &snapshot.layered.machine_config_nodes,
+            pools: snapshot
+                .pools
+                .values()
+                .filter_map(|pool| pool.as_ref().ok())
+                .map(|pool| PoolSelector::of(pool))
+                .collect(),
+            serving: serving_by_pool(snapshot),
+        }
+    }
+}
+
+/// What a new node of each pool is served now: the pool's served rendered config and, for a
+/// layered pool or a config with a pre-built image, the image put into its annotations. Uses the
+/// same pure rules as the render pipeline.
+pub fn serving_by_pool(snapshot: &Snapshot) -> BTreeMap<String, PoolServing> {
+    snapshot
+        .pools
+        .iter()
+        .filter_map(|(name, pool)| {
+            let pool = pool.as_ref().ok()?;
+            let rendered_config = pool.served_config_name().to_owned();
+            if rendered_config.is_empty() {
+                return Some((name.clone(), PoolServing::default()));
+            }
+            let decision = layered::decide(pool, &rendered_config, &snapshot.layered);
+            let image = match snapshot.machine_configs.get(&rendered_config) {
+                Some(Ok(mc)) => layered::node_annotation_image(mc, &decision),
+                _ => decision.image.clone(),
+            };
+            Some((
+                name.clone(),
+                PoolServing {
+                    rendered_config,
+                    image,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// One write the publisher should make.
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// Apply a new MCN, then its initial status.
+    Create {
+        mcn: Box<MachineConfigNode>,
+        status: InitialStatus,
+    },
+    /// Apply our MCN again with the listed fields filled in (everything else as it is).
+    Fill {
+        mcn: Box<MachineConfigNode>,
+        filled: Vec<&'static str>,
+    },
+    /// Apply the initial status of our MCN, which has none yet (it is at `generation`).
+    InitStatus {
+        name: String,
+        status: InitialStatus,
+        generation: i64,
+    },
+    /// Delete the MCN of a Node that is gone (precondition: this uid).
+    Delete { name: String, uid: Option<String> },
+}
+
+impl Action {
+    /// The MCN the action is about.
+    pub fn name(&self) -> &str {
+        match self {
+            Action::Create { mcn, .. } | Action::Fill { mcn, .. } => {
+                mcn.metadata.name.as_deref().unwrap_or_default()
+            }
+            Action::InitStatus { name, .. } | Action::Delete { name, .. } => name,
+        }
+    }
+
+    /// Short label for logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::Create { .. } => "create",
+            Action::Fill { .. } => "fill",
+            Action::InitStatus { .. } => "init_status",
+            Action::Delete { .. } => "delete",
+        }
+    }
+}
+
+/// The outcome of [`plan`].
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    pub actions: Vec<Action>,
+    /// Nodes that get no MCN because they have no primary pool.
+    pub unpooled: Vec<String>,
+}
+
+/// Decides the writes for `world` (see the module docs). `served` looks up the last answer to
+/// an address; `config_image_declared` says whether the MCN CRD declares `spec.configImage`.
+pub fn plan(
+    world: &World<'_>,
+    served: impl Fn(IpAddr) -> Option<ServedRecord>,
+    config_image_declared: bool,
+) -> Plan {
+    let mcns: BTreeMap<&str, &MachineConfigNode> = world
+        .machine_config_nodes
+        .iter()
+        .filter_map(|mcn| Some((mcn.metadata.name.as_deref()?, mcn.as_ref())))
+        .collect();
+    let mut nodes: Vec<&Node> = world.nodes.iter().map(Arc::as_ref).collect();
+    nodes.sort_by(|a, b| node_name(a).cmp(node_name(b)));
+
+    let mut out = Plan::default();
+    let empty = BTreeMap::new();
+    for node in &nodes {
+        let name = node_name(node);
+        if name.is_empty() || is_provisioning(node) || node.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+        let Some(pool) = primary_pool(labels, &world.pools) else {
+            if !mcns.contains_key(name) {
+                out.unpooled.push(name.to_owned());
+            }
+            continue;
+        };
+        let bootstrap = bootstrap_for(node, &served);
+        let inputs = NodeInputs {
+            node,
+            pool,
+            serving: world.serving.get(pool),
+            bootstrap: bootstrap.as_ref(),
+            config_image_declared,
+        };
+        match mcns.get(name) {
+            None => {
+                let mcn = build_mcn(&inputs);
+                let status = InitialStatus::for_node(node, &mcn.spec.config_version.desired);
+                out.actions.push(Action::Create {
+                    mcn: Box::new(mcn),
+                    status,
+                });
+            }
+            Some(existing) if is_ours(existing) => {
+                let mut spec_desired = existing.spec.config_version.desired.clone();
+                if let Some((mcn, filled)) = fill(existing, &inputs) {
+                    spec_desired = mcn.spec.config_version.desired.clone();
+                    out.actions.push(Action::Fill {
+                        mcn: Box::new(mcn),
+                        filled,
+                    });
+                }
+                if !has_status(existing) {
+                    out.actions.push(Action::InitStatus {
+                        name: name.to_owned(),
+                        status: InitialStatus::for_node(node, &spec_desired),
+                        generation: existing.metadata.generation.unwrap_or(1),
+                    });
+                }
+            }
+            Some(_) => {}
+        }
+    }
+
+    if !nodes.is_empty() {
+        let node_names: BTreeSet<&str> = nodes.iter().map(|n| node_name(n)).collect();
+        for (name, mcn) in &mcns {
+            if !node_names.contains(name) && mcn.metadata.deletion_timestamp.is_none() {
+                out.actions.push(Action::Delete {
+                    name: (*name).to_owned(),
+                    uid: mcn.metadata.uid.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The newest served record for one of the node's `InternalIP` addresses, unless it was served
+/// after the node already existed (then it was another machine that reused the address).
+fn bootstrap_for(
+    node: &Node,
+    served: &impl Fn(IpAddr) -> Option<ServedRecord>,
+) -> Option<Bootstrap> {
+    let created = node
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .and_then(|t| u64::try_from(t.0.as_second()).ok())
+        .map(|secs| UNIX_EPOCH + Duration::from_secs(secs));
+    internal_ips(node)
+        .into_iter()
+        .filter_map(|address| {
+            Some(Bootstrap {
+                address,
+                record: served(address)?,
+            })
+        })
+        .filter(|b| created.is_none_or(|created| b.record.served_at <= created + CLOCK_SKEW))
+        .max_by_key(|b| b.record.served_at)
+}
+
+fn has_status(mcn: &MachineConfigNode) -> bool {
+    mcn.status
+        .as_ref()
+        .is_some_and(|s| !s.conditions.is_empty() || s.config_version.is_some())
+}
+
+/// Our MCN with its `not-yet-set` desired config and missing bootstrap record filled in; every
+/// other field this server owns is repeated as it is (a server-side apply that omitted one would
+/// remove it). `None` when there is nothing to fill.
+fn fill(
+    existing: &MachineConfigNode,
+    inputs: &NodeInputs<'_>,
+) -> Option<(MachineConfigNode, Vec<&'static str>)> {
+    let mut filled = Vec::new();
+    let mut spec_desired = existing.spec.config_version.desired.clone();
+    if spec_desired.is_empty() || spec_desired == NOT_YET_SET {
+        let known = desired_config(inputs);
+        if known != NOT_YET_SET {
+            spec_desired = known;
+            filled.push("spec.configVersion.desired");
+        }
+    }
+    let mut our_annotations: BTreeMap<String, String> = existing
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .filter(|(key, _)| key.starts_with(annotations::PREFIX))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if let Some(bootstrap) = inputs.bootstrap.filter(|_| !has_bootstrap_record(existing)) {
+        our_annotations.extend(desired::bootstrap_annotations(bootstrap));
+        filled.push("bootstrap record");
+    }
+    if filled.is_empty() {
+        return None;
+    }
+    let name = node_name(inputs.node).to_owned();
+    let owner_references: Vec<_> = existing
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|r| r.kind == "Node" && r.api_version == "v1" && r.name == name)
+        .cloned()
+        .collect();
+    let mut mcn = MachineConfigNode::new(
+        &name,
+        MachineConfigNodeSpec {
+            node: existing.spec.node.clone(),
+            pool: existing.spec.pool.clone(),
+            config_version: SpecConfigVersion {
+                desired: spec_desired,
+            },
+            config_image: existing.spec.config_image.clone(),
+        },
+    );
+    mcn.metadata = ObjectMeta {
+        name: Some(name),
+        annotations: Some(our_annotations),
+        owner_references: (!owner_references.is_empty()).then_some(owner_references),
+        ..ObjectMeta::default()
+    };
+    Some((mcn, filled))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,344 @@
+use super::*;
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+
+use crate::api::MachineConfigPool;
+use crate::ignition::SpecVersion;
+use crate::snapshot::Mode;
+
+const CREATED: i64 = 1_700_000_000;
+
+fn node(name: &str, roles: &[&str], ip: &str, annotations: Value) -> Arc<Node> {
+    let labels: serde_json::Map<String, Value> = roles
+        .iter()
+        .map(|r| (format!("node-role.kubernetes.io/{r}"), json!("")))
+        .collect();
+    Arc::new(
+        serde_json::from_value(json!({
+            "metadata": {
+                "name": name,
+                "uid": format!("uid-{name}"),
+                "creationTimestamp": "2023-11-14T22:13:20Z",
+                "labels": labels,
+                "annotations": annotations,
+            },
+            "status": {"addresses": [{"type": "InternalIP", "address": ip}]}
+        }))
+        .unwrap(),
+    )
+}
+
+fn pool(name: &str, status_config: &str) -> MachineConfigPool {
+    serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfigPool",
+        "metadata": {"name": name},
+        "spec": {
+            "configuration": {"name": format!("{status_config}-next")},
+            "nodeSelector": {"matchLabels": {format!("node-role.kubernetes.io/{name}"): ""}}
+        },
+        "status": {"configuration": {"name": status_config}, "updatedMachineCount": 0}
+    }))
+    .unwrap()
+}
+
+fn world<'a>(nodes: &'a [Arc<Node>], mcns: &'a [Arc<MachineConfigNode>]) -> World<'a> {
+    let pools = ["master", "worker", "infra", "gpu", "arbiter"]
+        .map(|name| PoolSelector::of(&pool(name, &format!("rendered-{name}-1"))))
+        .to_vec();
+    let serving = ["master", "worker", "infra", "gpu", "arbiter"]
+        .into_iter()
+        .map(|name| {
+            (
+                name.to_owned(),
+                PoolServing {
+                    rendered_config: format!("rendered-{name}-1"),
+                    image: None,
+                },
+            )
+        })
+        .collect();
+    World {
+        nodes,
+        machine_config_nodes: mcns,
+        pools,
+        serving,
+    }
+}
+
+fn no_records(_: IpAddr) -> Option<ServedRecord> {
+    None
+}
+
+fn record(config: &str, at: i64) -> ServedRecord {
+    ServedRecord {
+        pool: "worker".into(),
+        rendered_config: config.into(),
+        image: None,
+        spec_version: SpecVersion::V3_4,
+        served_at: UNIX_EPOCH + Duration::from_secs(u64::try_from(at).unwrap()),
+    }
+}
+
+fn mcn(value: Value) -> Arc<MachineConfigNode> {
+    let mut base = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfigNode",
+        "spec": {"node": {"name": "w1"}, "pool": {"name": "worker"}, "configVersion": {"desired": "not-yet-set"}}
+    });
+    merge(&mut base, value);
+    Arc::new(serde_json::from_value(base).unwrap())
+}
+
+fn merge(base: &mut Value, patch: Value) {
+    match (base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            for (k, v) in p {
+                merge(b.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (b, p) => *b = p,
+    }
+}
+
+fn ours() -> Value {
+    json!({annotations::CREATED_BY: annotations::CREATED_BY_VALUE})
+}
+
+#[test]
+fn a_new_node_gets_an_mcn_and_its_initial_status() {
+    let nodes = [node("w1", &["worker"], "10.0.0.21", json!({}))];
+    let plan = plan(&world(&nodes, &[]), no_records, false);
+    assert!(plan.unpooled.is_empty());
+    let [Action::Create { mcn, status }] = plan.actions.as_slice() else {
+        panic!("{:?}", plan.actions);
+    };
+    assert_eq!(mcn.metadata.name.as_deref(), Some("w1"));
+    assert_eq!(mcn.spec.pool.name, "worker");
+    assert_eq!(mcn.spec.config_version.desired, "rendered-worker-1");
+    assert_eq!(status.spec_desired, "rendered-worker-1");
+    assert_eq!(status.node, "w1");
+}
+
+#[test]
+fn provisioning_and_deleted_nodes_are_skipped() {
+    let mut pending = (*node("p1", &["worker"], "10.0.0.1", json!({}))).clone();
+    pending.status.as_mut().unwrap().phase = Some("Pending".into());
+    let mut provisioning = (*node("p2", &["worker"], "10.0.0.2", json!({}))).clone();
+    provisioning.status.as_mut().unwrap().phase = Some("Provisioning".into());
+    let mut deleting = (*node("p3", &["worker"], "10.0.0.3", json!({}))).clone();
+    deleting.metadata.deletion_timestamp = deleting.metadata.creation_timestamp.clone();
+    let nodes = [
+        Arc::new(pending),
+        Arc::new(provisioning),
+        Arc::new(deleting),
+    ];
+    let plan = plan(&world(&nodes, &[]), no_records, false);
+    assert!(plan.actions.is_empty(), "{:?}", plan.actions);
+}
+
+#[test]
+fn primary_pool_follows_the_mco_rule() {
+    let nodes = [
+        node("a-worker", &["worker"], "10.0.0.1", json!({})),
+        node("b-infra", &["worker", "infra"], "10.0.0.2", json!({})),
+        node("c-master", &["master", "worker"], "10.0.0.3", json!({})),
+        node(
+            "d-master-infra",
+            &["master", "infra"],
+            "10.0.0.4",
+            json!({}),
+        ),
+        node("e-arbiter", &["arbiter"], "10.0.0.5", json!({})),
+        node(
+            "f-two-custom",
+            &["worker", "infra", "gpu"],
+            "10.0.0.6",
+            json!({}),
+        ),
+        node("g-none", &["other"], "10.0.0.7", json!({})),
+    ];
+    let plan = plan(&world(&nodes, &[]), no_records, false);
+    let pools: HashMap<&str, &str> = plan
+        .actions
+        .iter()
+        .map(|a| match a {
+            Action::Create { mcn, .. } => (a.name(), mcn.spec.pool.name.as_str()),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        pools,
+        HashMap::from([
+            ("a-worker", "worker"),
+            ("b-infra", "infra"),
+            ("c-master", "master"),
+            ("d-master-infra", "master"),
+            ("e-arbiter", "arbiter"),
+        ])
+    );
+    assert_eq!(plan.unpooled, ["f-two-custom", "g-none"]);
+}
+
+#[test]
+fn an_mcn_someone_else_wrote_is_left_alone() {
+    let nodes = [node("w1", &["worker"], "10.0.0.21", json!({}))];
+    // Not ours: not-yet-set, no status, another pool; still nothing to do.
+    let theirs = [mcn(
+        json!({"metadata": {"name": "w1"}, "spec": {"pool": {"name": "infra"}}}),
+    )];
+    let records = |_: IpAddr| Some(record("rendered-worker-1", CREATED - 60));
+    let plan = plan(&world(&nodes, &theirs), records, true);
+    assert!(plan.actions.is_empty(), "{:?}", plan.actions);
+}
+
+#[test]
+fn our_not_yet_set_desired_config_is_filled_and_nothing_else_changes() {
+    let nodes = [node(
+        "w1",
+        &["worker"],
+        "10.0.0.21",
+        json!({"machineconfiguration.openshift.io/desiredConfig": "rendered-worker-7"}),
+    )];
+    let mut annotations = ours();
+    merge(&mut annotations, json!({"example.com/someone-elses": "x"}));
+    let existing = [mcn(json!({
+        "metadata": {
+            "name": "w1", "uid": "mcn-uid", "generation": 2, "annotations": annotations,
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Node", "name": "w1", "uid": "uid-w1"},
+                {"apiVersion": "example.com/v1", "kind": "Other", "name": "o", "uid": "o"}
+            ]
+        },
+        "status": {"conditions": [], "configVersion": {"desired": "not-yet-set"}, "observedGeneration": 1}
+    }))];
+    let plan = plan(&world(&nodes, &existing), no_records, false);
+    let [Action::Fill { mcn, filled }] = plan.actions.as_slice() else {
+        panic!("{:?}", plan.actions);
+    };
+    assert_eq!(filled, &["spec.configVersion.desired"]);
+    assert_eq!(mcn.spec.config_version.desired, "rendered-worker-7");
+    assert_eq!(mcn.spec.node.name, "w1");
+    assert_eq!(mcn.spec.pool.name, "worker");
+    let a = mcn.metadata.annotations.as_ref().unwrap();
+    assert_eq!(a.len(), 1, "only our annotations are applied: {a:?}");
+    let owners = mcn.metadata.owner_references.as_ref().unwrap();
+    assert_eq!(owners.len(), 1);
+    assert_eq!(owners[0].uid, "uid-w1");
+}
+
+#[test]
+fn a_bootstrap_record_found_later_is_filled_in() {
+    let nodes = [node("w1", &["worker"], "10.0.0.21", json!({}))];
+    let existing = [mcn(json!({
+        "metadata": {"name": "w1", "annotations": ours()},
+        "spec": {"configVersion": {"desired": "rendered-worker-1"}},
+        "status": {"configVersion": {"desired": "not-yet-set"}}
+    }))];
+    let records = |ip: IpAddr| {
+        (ip == "10.0.0.21".parse::<IpAddr>().unwrap())
+            .then(|| record("rendered-worker-1", CREATED - 60))
+    };
+    let plan = plan(&world(&nodes, &existing), records, false);
+    let [Action::Fill { mcn, filled }] = plan.actions.as_slice() else {
+        panic!("{:?}", plan.actions);
+    };
+    assert_eq!(filled, &["bootstrap record"]);
+    assert_eq!(mcn.spec.config_version.desired, "rendered-worker-1");
+    let a = mcn.metadata.annotations.as_ref().unwrap();
+    assert_eq!(a[annotations::BOOTSTRAP_CONFIG], "rendered-worker-1");
+    assert_eq!(a[annotations::CREATED_BY], annotations::CREATED_BY_VALUE);
+
+    // Once recorded, nothing more to do.
+    let mut done = (*existing[0]).clone();
+    done.metadata.annotations = mcn.metadata.annotations.clone();
+    let done = [Arc::new(done)];
+    assert!(super::plan(&world(&nodes, &done), records, false)
+        .actions
+        .is_empty());
+}
+
+#[test]
+fn our_mcn_without_status_gets_its_initial_status() {
+    let nodes = [node("w1", &["worker"], "10.0.0.21", json!({}))];
+    let existing = [mcn(json!({
+        "metadata": {"name": "w1", "generation": 1, "annotations": ours()},
+        "spec": {"configVersion": {"desired": "rendered-worker-1"}}
+    }))];
+    let plan = plan(&world(&nodes, &existing), no_records, false);
+    let [Action::InitStatus {
+        name,
+        status,
+        generation,
+    }] = plan.actions.as_slice()
+    else {
+        panic!("{:?}", plan.actions);
+    };
+    assert_eq!(name, "w1");
+    assert_eq!(*generation, 1);
+    assert_eq!(status.spec_desired, "rendered-worker-1");
+}
+
+#[test]
+fn mcns_of_gone_nodes_are_deleted_but_never_on_an_empty_node_list() {
+    let nodes = [node("w1", &["worker"], "10.0.0.21", json!({}))];
+    let mcns = [
+        mcn(json!({"metadata": {"name": "w1"}})),
+        mcn(json!({"metadata": {"name": "gone", "uid": "uid-gone"}})),
+    ];
+    let plan = plan(&world(&nodes, &mcns), no_records, false);
+    let [Action::Delete { name, uid }] = plan.actions.as_slice() else {
+        panic!("{:?}", plan.actions);
+    };
+    assert_eq!(name, "gone");
+    assert_eq!(uid.as_deref(), Some("uid-gone"));
+
+    assert!(super::plan(&world(&[], &mcns), no_records, false)
+        .actions
+        .is_empty());
+}
+
+#[test]
+fn the_bootstrap_record_must_predate_the_node() {
+    let nodes = [node("w1", &["worker"], "10.0.0.21", json!({}))];
+    let created_action = |records: &dyn Fn(IpAddr) -> Option<ServedRecord>| {
+        let plan = plan(&world(&nodes, &[]), records, false);
+        match plan.actions.into_iter().next() {
+            Some(Action::Create { mcn, .. }) => mcn,
+            other => panic!("{other:?}"),
+        }
+    };
+    let before = created_action(&|_| Some(record("rendered-worker-0", CREATED - 300)));
+    assert!(desired::has_bootstrap_record(&before));
+    assert_eq!(before.spec.config_version.desired, "rendered-worker-0");
+    // Served long after the node joined: another machine reusing the address.
+    let after = created_action(&|_| {
+        Some(record(
+            "rendered-worker-0",
+            CREATED + i64::try_from(CLOCK_SKEW.as_secs()).unwrap() + 1,
+        ))
+    });
+    assert!(!desired::has_bootstrap_record(&after));
+    assert_eq!(after.spec.config_version.desired, "rendered-worker-1");
+}
+
+#[test]
+fn serving_by_pool_is_what_a_request_would_get() {
+    let mut snapshot = Snapshot::empty(Mode::Cluster);
+    let mut proven = pool("worker", "rendered-worker-1");
+    proven.status.as_mut().unwrap().updated_machine_count = 1;
+    let mut fresh = pool("infra", "");
+    fresh.status = None;
+    snapshot.pools.insert("worker".into(), Ok(Arc::new(proven)));
+    snapshot.pools.insert("infra".into(), Ok(Arc::new(fresh)));
+    snapshot.pools.insert(
+        "broken".into(),
+        Err(crate::snapshot::LoadError::NotFound("x".into())),
+    );
+    let serving = serving_by_pool(&snapshot);
+    assert_eq!(serving["worker"].rendered_config, "rendered-worker-1-next");
+    assert_eq!(serving["worker"].image, None);
+    assert_eq!(serving["infra"].rendered_config, "");
+    assert!(!serving.contains_key("broken"));
+}

@@ -1,0 +1,205 @@
+//! The served-request record: for each remote IP address, the last config this process answered
+//! with a 200 (pool, rendered config, image, Ignition spec version, time).
+//!
+//! Written by the `/config` handler on every successful answer ([`ServedLog::record`]) and read by
+//! the MachineConfigNode publisher, which matches a joining Node's `InternalIP` against it to
+//! write the bootstrap record on the node's MachineConfigNode. Owns only this bounded in-memory
+//! map: it never touches the network, and holds its lock for a map operation only (never across
+//! an `.await`), so the request path never waits on the publisher.
+//!
+//! The map is bounded ([`DEFAULT_CAPACITY`] addresses); when full, the address answered longest
+//! ago is forgotten. A booting machine asks once (plus retries) and joins within minutes, so only
+//! recent answers matter; the bound keeps a scan of the port or a flood of requests from growing
+//! memory.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use crate::ignition::SpecVersion;
+use crate::render::Rendered;
+
+/// Most addresses remembered by default.
+pub const DEFAULT_CAPACITY: usize = 4096;
+
+/// What one successful config request was answered with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServedRecord {
+    /// The pool named in the request path.
+    pub pool: String,
+    /// The rendered MachineConfig the payload was built from.
+    pub rendered_config: String,
+    /// The OS image written into the node annotations / encapsulated config, if any.
+    pub image: Option<String>,
+    /// The Ignition spec version of the payload.
+    pub spec_version: SpecVersion,
+    /// When the answer was sent.
+    pub served_at: SystemTime,
+}
+
+/// Bounded map remote IP -> last [`ServedRecord`]. Cheap to clone (shared handle).
+#[derive(Clone, Debug)]
+pub struct ServedLog {
+    inner: Arc<Mutex<Inner>>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    capacity: usize,
+    /// Increases with every record; orders entries by age.
+    next_sequence: u64,
+    by_address: HashMap<IpAddr, (u64, ServedRecord)>,
+    by_age: BTreeMap<u64, IpAddr>,
+}
+
+impl Default for ServedLog {
+    fn default() -> Self {
+        Self::with_capacity(DEFAULT_CAPACITY)
+    }
+}
+
+impl ServedLog {
+    /// A log remembering at most `capacity` addresses (at least one).
+    pub fn with_capacity(capacity: usize) -> Self {
+        ServedLog {
+            inner: Arc::new(Mutex::new(Inner {
+                capacity: capacity.max(1),
+                next_sequence: 0,
+                by_address: HashMap::new(),
+                by_age: BTreeMap::new(),
+            })),
+        }
+    }
+
+    /// Remembers `record` as the last answer to `address`, forgetting the oldest address when
+    /// full. IPv4-mapped IPv6 addresses (`::ffff:a.b.c.d`, seen on dual-stack listeners) are
+    /// stored as the IPv4 address a Node reports.
+    pub fn record(&self, address: IpAddr, record: ServedRecord) {
+        let address = address.to_canonical();
+        let mut inner = self.lock();
+        let sequence = inner.next_sequence;
+        inner.next_sequence += 1;
+        if let Some((old_sequence, _)) = inner.by_address.insert(address, (sequence, record)) {
+            inner.by_age.remove(&old_sequence);
+        }
+        inner.by_age.insert(sequence, address);
+        while inner.by_address.len() > inner.capacity {
+            let Some((_, oldest)) = inner.by_age.pop_first() else {
+                break;
+            };
+            inner.by_address.remove(&oldest);
+        }
+    }
+
+    /// The `/config` handler's hook: remembers that `remote` was answered `rendered` for `pool`
+    /// just now. Without a remote address (a test harness) it does nothing.
+    pub fn record_answer(&self, remote: Option<SocketAddr>, pool: &str, rendered: &Rendered) {
+        let Some(remote) = remote else {
+            return;
+        };
+        self.record(
+            remote.ip(),
+            ServedRecord {
+                pool: pool.to_owned(),
+                rendered_config: rendered.rendered_config.clone(),
+                image: rendered.image.clone(),
+                spec_version: rendered.version,
+                served_at: SystemTime::now(),
+            },
+        );
+    }
+
+    /// The last answer to `address`, if it is still remembered.
+    pub fn get(&self, address: IpAddr) -> Option<ServedRecord> {
+        self.lock()
+            .by_address
+            .get(&address.to_canonical())
+            .map(|(_, record)| record.clone())
+    }
+
+    /// How many addresses are remembered.
+    pub fn len(&self) -> usize {
+        self.lock().by_address.len()
+    }
+
+    /// True when nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // The map stays consistent even if a holder panicked: every operation completes its
+        // two-map update before it can panic (allocation aside), so keep serving.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn record(config: &str) -> ServedRecord {
+        ServedRecord {
+            pool: "worker".into(),
+            rendered_config: config.into(),
+            image: None,
+            spec_version: SpecVersion::V3_4,
+            served_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        }
+    }
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn keeps_the_last_answer_per_address() {
+        let log = ServedLog::default();
+        log.record(ip("10.0.0.5"), record("rendered-worker-a"));
+        log.record(ip("10.0.0.5"), record("rendered-worker-b"));
+        log.record(ip("10.0.0.6"), record("rendered-worker-c"));
+        assert_eq!(log.len(), 2);
+        assert_eq!(
+            log.get(ip("10.0.0.5")).unwrap().rendered_config,
+            "rendered-worker-b"
+        );
+        assert_eq!(log.get(ip("10.0.0.7")), None);
+    }
+
+    #[test]
+    fn ipv4_mapped_addresses_match_the_ipv4_address() {
+        let log = ServedLog::default();
+        log.record(ip("::ffff:10.0.0.5"), record("rendered-worker-a"));
+        assert!(log.get(ip("10.0.0.5")).is_some());
+        assert!(log.get(ip("::ffff:10.0.0.5")).is_some());
+    }
+
+    #[test]
+    fn evicts_the_address_answered_longest_ago() {
+        let log = ServedLog::with_capacity(3);
+        log.record(ip("10.0.0.1"), record("a"));
+        log.record(ip("10.0.0.2"), record("b"));
+        log.record(ip("10.0.0.3"), record("c"));
+        // Answering .1 again makes it the newest; .2 is now the oldest.
+        log.record(ip("10.0.0.1"), record("a2"));
+        log.record(ip("10.0.0.4"), record("d"));
+        assert_eq!(log.len(), 3);
+        assert_eq!(log.get(ip("10.0.0.2")), None);
+        assert_eq!(log.get(ip("10.0.0.1")).unwrap().rendered_config, "a2");
+        assert!(log.get(ip("10.0.0.3")).is_some());
+        assert!(log.get(ip("10.0.0.4")).is_some());
+    }
+
+    #[test]
+    fn stays_bounded_under_a_flood_of_addresses() {
+        let log = ServedLog::with_capacity(DEFAULT_CAPACITY);
+        for i in 0..(DEFAULT_CAPACITY as u32 * 3) {
+            log.record(IpAddr::from(i.to_be_bytes()), record("x"));
+        }
+        assert_eq!(log.len(), DEFAULT_CAPACITY);
+        let inner = log.lock();
+        assert_eq!(inner.by_age.len(), DEFAULT_CAPACITY);
+    }
+}
