@@ -359,6 +359,7 @@ impl Cluster {
             pools: pools.clone(),
             access: Arc::new(AccessPolicy::default()),
             layered: Arc::new(DecisionTracker::new()),
+            served: machine_config_server::mcn::ServedLog::default(),
         });
         let admin = admin_router(AdminState {
             metrics,
