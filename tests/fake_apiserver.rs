@@ -1128,6 +1128,30 @@ items:
         .is_some());
     let invalid = server.load_yaml_str("apiVersion: v1\nkind: Nope\nmetadata: {name: x}\n");
     assert!(invalid.is_err());
+
+    // A partial change from the test: spec and status parts both land, the rest stays.
+    let patched = server
+        .merge_patch(
+            "MachineConfigPool",
+            None,
+            "master",
+            &json!({ "spec": { "paused": true }, "status": { "updatedMachineCount": 0 } }),
+        )
+        .expect("merge patch");
+    assert_eq!(patched["spec"]["paused"], true);
+    assert_eq!(
+        patched["spec"]["configuration"]["name"],
+        "rendered-master-1"
+    );
+    assert_eq!(patched["status"]["updatedMachineCount"], 0);
+    let master = api.get("master").await.expect("pool");
+    assert_eq!(master.served_config_name(), "rendered-master-0");
+    assert_eq!(
+        server
+            .merge_patch("MachineConfigPool", None, "nope", &json!({}))
+            .map_err(|e| e.code),
+        Err(404)
+    );
 }
 
 /// One raw HTTP/1.1 request; returns the status code and the body parsed as JSON (Null if not).

@@ -444,6 +444,10 @@ impl FakeApiServer {
     /// Fixture loading: creates or updates the object by force server-side apply as
     /// [`FIXTURE_MANAGER`], then applies its `.status` through `/status` when the kind has that
     /// subresource, so the stored object carries the given status.
+    ///
+    /// This is real apply semantics: applying a *partial* object later removes the fields the
+    /// earlier apply set and this one omits. To change a few fields use
+    /// [`FakeApiServer::merge_patch`].
     pub fn apply_object(&self, object: &Value) -> Result<Value, ApiError> {
         let (id, _) = self.locate(object)?;
         let stored = self.apply_as(FIXTURE_MANAGER, object, Scope::Main, true)?;
@@ -463,6 +467,56 @@ impl FakeApiServer {
             }
             _ => Ok(stored),
         }
+    }
+
+    /// JSON merge patch (RFC 7386) of an existing object, as [`FIXTURE_MANAGER`]. A `status`
+    /// in the patch goes through `/status` when the kind has that subresource, the rest through
+    /// the main resource, so both parts take effect. Returns the stored object.
+    pub fn merge_patch(
+        &self,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Value, ApiError> {
+        let id = self.resolve(kind);
+        let def = self.shared.registry.get(id);
+        let target = Target {
+            id,
+            namespace: namespace.map(str::to_string),
+            name: name.to_string(),
+        };
+        let params = Self::params(FIXTURE_MANAGER);
+        let mut main = patch.clone();
+        let status = match (&mut main, def.status_subresource) {
+            (Value::Object(map), true) => map.remove("status"),
+            _ => None,
+        };
+        let mut store = self.store();
+        let mut stored = store
+            .patch(
+                def,
+                &target,
+                store::PatchType::Merge,
+                main.to_string().as_bytes(),
+                Scope::Main,
+                &params,
+            )?
+            .object;
+        if let Some(status) = status {
+            let status_patch = serde_json::json!({ "status": status });
+            stored = store
+                .patch(
+                    def,
+                    &target,
+                    store::PatchType::Merge,
+                    status_patch.to_string().as_bytes(),
+                    Scope::Status,
+                    &params,
+                )?
+                .object;
+        }
+        Ok(stored)
     }
 
     /// DELETE semantics (404 when missing; finalizers delay the removal).
