@@ -24,7 +24,9 @@
 //! the log format and documented in `docs/operations.md`):
 //! `pool`, `remote_addr`, `user_agent`, `accept`, `spec_version`, `status`, `bytes`,
 //! `elapsed_ms`, `error_kind`. Fields not known when the request arrives start empty and are
-//! filled with `Span::record` ([`record_pool`], [`record_response`], [`record_error_kind`]).
+//! filled with `Span::record` ([`record_pool`], [`record_spec_version`], [`record_response`],
+//! [`record_error_kind`]). The server logs one info line per request in the span once all of
+//! them are known, so that line carries the whole outcome.
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -191,19 +193,22 @@ pub fn request_span(
     span
 }
 
-/// Records the pool name the request asked for (clipped) and the negotiated spec version.
-pub fn record_pool(span: &Span, pool: &str, version: Option<SpecVersion>) {
+/// Records the pool name the request asked for (clipped).
+pub fn record_pool(span: &Span, pool: &str) {
     span.record("pool", clip(pool));
-    if let Some(version) = version {
-        span.record("spec_version", version.as_str());
-    }
+}
+
+/// Records the negotiated spec version.
+pub fn record_spec_version(span: &Span, version: SpecVersion) {
+    span.record("spec_version", version.as_str());
 }
 
 /// Records how the request was answered.
 pub fn record_response(span: &Span, status: u16, bytes: u64, elapsed: Duration) {
     span.record("status", status);
     span.record("bytes", bytes);
-    span.record("elapsed_ms", elapsed.as_secs_f64() * 1000.0);
+    // Microsecond precision: enough to read, and no float noise like 0.30304000000000003.
+    span.record("elapsed_ms", elapsed.as_micros() as f64 / 1000.0);
 }
 
 /// Records the `kind()` of the error a failed request hit.
@@ -312,7 +317,8 @@ mod tests {
                 Some(user_agent),
                 Some("application/vnd.coreos.ignition+json;version=3.4.0, */*;q=0.1"),
             );
-            record_pool(&span, "worker", Some(SpecVersion::V3_4));
+            record_pool(&span, "worker");
+            record_spec_version(&span, SpecVersion::V3_4);
             record_response(&span, 200, 1234, Duration::from_micros(1500));
             let _entered = span.enter();
             tracing::info!("served config");

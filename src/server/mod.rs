@@ -13,22 +13,25 @@ pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
-use axum::body::Body;
+use axum::body::{Body, HttpBody as _};
 use axum::extract::{Request, State};
 use axum::Router;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderValue, Method, Response, StatusCode};
 use tokio::sync::watch;
+use tracing::Instrument as _;
 
 use crate::cache::{CacheKey, CacheOutcome, PayloadCache};
-use crate::ignition::accept;
+use crate::ignition::{accept, SpecVersion};
 use crate::mcn::ServedLog;
-use crate::metrics::{Metrics, PoolStatusBoard};
+use crate::metrics::{Metrics, PoolLabel, PoolStatusBoard};
 use crate::render::layered::DecisionTracker;
 use crate::render::{self, RenderError, Rendered};
 use crate::snapshot::Snapshot;
+use crate::telemetry;
 
 /// Shared state of the request handlers: cheap handles only.
 #[derive(Clone)]
@@ -91,8 +94,71 @@ fn is_read(method: &Method) -> bool {
     method == Method::GET || method == Method::HEAD
 }
 
-/// `GET`/`HEAD /config/<pool>`.
+/// What a config request turned out to be, filled in by [`answer_config`] for the metrics.
+#[derive(Default)]
+struct Observed {
+    pool: Option<String>,
+    version: Option<SpecVersion>,
+    rendered_config: Option<String>,
+    error_kind: Option<&'static str>,
+}
+
+/// `GET`/`HEAD /config/<pool>`: [`answer_config`] inside the request span, then the metrics, the
+/// span's outcome fields, the pool status board and the one info line per request.
 async fn config(state: AppState, request: Request) -> Response<Body> {
+    let started = Instant::now();
+    let span = {
+        let header = |name| {
+            request
+                .headers()
+                .get(name)
+                .map(|v: &HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        };
+        telemetry::request_span(
+            request.extensions().get::<RemoteAddr>().map(|r| r.0),
+            header(USER_AGENT).as_deref(),
+            header(ACCEPT).as_deref(),
+        )
+    };
+    let mut observed = Observed::default();
+    let response = answer_config(&state, request, &mut observed)
+        .instrument(span.clone())
+        .await;
+
+    let status = response.status().as_u16();
+    let bytes = response.body().size_hint().exact().unwrap_or(0);
+    let elapsed = started.elapsed();
+    let pool_label = match &observed.pool {
+        Some(pool) => {
+            let exists = matches!(state.snapshots.borrow().pools.get(pool), Some(Ok(_)));
+            PoolLabel::new(pool, exists)
+        }
+        None => PoolLabel::unknown(),
+    };
+    telemetry::record_response(&span, status, bytes, elapsed);
+    state
+        .metrics
+        .record_request(&pool_label, observed.version, status, elapsed, bytes);
+    state.pools.record_served(
+        &pool_label,
+        observed.version,
+        status,
+        observed.rendered_config.as_deref(),
+    );
+    if let Some(kind) = observed.error_kind {
+        telemetry::record_error_kind(&span, kind);
+        state.pools.record_error(&pool_label, kind, status);
+    }
+    // The one info line per request (as the original), carrying every span field.
+    span.in_scope(|| tracing::info!("config request answered"));
+    response
+}
+
+async fn answer_config(
+    state: &AppState,
+    request: Request,
+    observed: &mut Observed,
+) -> Response<Body> {
     // Only the head is needed; the body of a GET/HEAD is never read.
     let (request, _body) = request.into_parts();
     if !is_read(&request.method) {
@@ -117,12 +183,18 @@ async fn config(state: AppState, request: Request) -> Response<Body> {
             return empty(e.status());
         }
     };
-    tracing::info!(
+    tracing::debug!(
         %pool, %remote, %user_agent, accept = accept_header.as_deref().unwrap_or(""),
         "config requested"
     );
+    telemetry::record_pool(&tracing::Span::current(), &pool);
+    observed.pool = Some(pool.clone());
     let version = match accept::negotiate(accept_header.as_deref()) {
-        Ok(version) => version,
+        Ok(version) => {
+            telemetry::record_spec_version(&tracing::Span::current(), version);
+            observed.version = Some(version);
+            version
+        }
         Err(e) => {
             tracing::info!(%pool, error = %e, "unsupported Ignition version requested");
             return empty(StatusCode::BAD_REQUEST);
@@ -145,8 +217,13 @@ async fn config(state: AppState, request: Request) -> Response<Body> {
             .lookup(key, move || render::render(&snapshot, &pool, version))
             .await
     };
+    match lookup.outcome {
+        CacheOutcome::Miss => state.metrics.cache_miss(),
+        CacheOutcome::Hit | CacheOutcome::Joined => state.metrics.cache_hit(),
+    }
     match lookup.result {
         Ok(rendered) => {
+            observed.rendered_config = Some(rendered.rendered_config.clone());
             tracing::debug!(%pool, spec_version = %version, bytes = rendered.body.len(), cache = lookup.outcome.as_str(), "config served");
             if let Some(decision) = &rendered.layered {
                 state.layered.observe(
@@ -170,6 +247,11 @@ async fn config(state: AppState, request: Request) -> Response<Body> {
                 }
                 e => status_for(e),
             };
+            observed.error_kind = Some(e.kind());
+            // Count each failed render once, not every time its cached result is served.
+            if lookup.outcome == CacheOutcome::Miss {
+                state.metrics.render_error(e.kind());
+            }
             // A failed render is cached per generation: log its cause once, when it happened,
             // not on every retry of every booting machine.
             if lookup.outcome == CacheOutcome::Hit {
