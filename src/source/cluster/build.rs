@@ -5,6 +5,7 @@
 //! Owns the mapping from cluster objects to snapshot fields; no I/O, no logging, no caches.
 
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
@@ -36,9 +37,12 @@ pub struct ClusterObjects {
     pub routes: Vec<Arc<Lenient<Route>>>,
 }
 
-/// Identity of every cached object (kind, namespace/name, resourceVersion), in a fixed order:
-/// equal fingerprints mean equal cache contents, so a re-list that changed nothing does not
-/// publish a new generation (which would throw away every rendered payload).
+/// Identity of every cached object (kind, namespace/name, version), in a fixed order: equal
+/// fingerprints mean equal inputs, so a re-list that changed nothing does not publish a new
+/// generation (which would throw away every rendered payload). The version is the
+/// resourceVersion, except for Nodes: renders read only their labels and annotations, and
+/// kubelets rewrite Node status every few minutes, which on a large cluster would otherwise
+/// start a new generation every second.
 pub type Fingerprint = Vec<(&'static str, String, String)>;
 
 /// Something about the cluster state worth one log line until it changes.
@@ -80,13 +84,21 @@ impl ClusterObjects {
             }));
         }
         let mut out = Fingerprint::new();
+        out.extend(self.nodes.iter().map(|node| {
+            let metadata_hash = node.object().map_or(0, |node| {
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                node.metadata.labels.hash(&mut hasher);
+                node.metadata.annotations.hash(&mut hasher);
+                hasher.finish()
+            });
+            ("nodes", node.name().to_owned(), format!("{metadata_hash:x}"))
+        }));
         add(&mut out, "machineconfigpools", &self.pools);
         add(&mut out, "machineconfigs", &self.machine_configs);
         add(&mut out, "controllerconfigs", &self.controller_configs);
         add(&mut out, "configmaps", &self.config_maps);
         add(&mut out, "machineosconfigs", &self.machine_os_configs);
         add(&mut out, "machineosbuilds", &self.machine_os_builds);
-        add(&mut out, "nodes", &self.nodes);
         add(&mut out, "machineconfignodes", &self.machine_config_nodes);
         add(&mut out, "services", &self.services);
         add(&mut out, "routes", &self.routes);
@@ -382,6 +394,24 @@ mod tests {
             "spec": {}
         }))];
         assert_ne!(a.fingerprint(), c.fingerprint());
+    }
+
+    #[test]
+    fn node_status_changes_do_not_change_the_fingerprint() {
+        let node = |rv: &str, ready: &str, role: &str| -> Arc<Lenient<Node>> {
+            obj(serde_json::json!({
+                "metadata": {"name": "w1", "resourceVersion": rv,
+                             "labels": {"node-role.kubernetes.io/worker": role}},
+                "status": {"conditions": [{"type": "Ready", "status": ready}]}
+            }))
+        };
+        let with = |n| ClusterObjects {
+            nodes: vec![n],
+            ..base()
+        };
+        let first = with(node("1", "True", "")).fingerprint();
+        assert_eq!(first, with(node("2", "False", "")).fingerprint());
+        assert_ne!(first, with(node("3", "False", "x")).fingerprint());
     }
 
     #[test]

@@ -159,6 +159,7 @@ pub async fn start(
         kubeconfig: None,
         published: None,
         generation: 0,
+        dirty: true,
     };
     tasks.push(tokio::spawn(builder.run(ctx.changed.clone(), shutdown_rx)));
     tasks.push(tokio::spawn(async move {
@@ -222,44 +223,66 @@ struct Builder {
     /// What the published snapshot was built from.
     published: Option<(Fingerprint, Arc<[u8]>)>,
     generation: u64,
+    /// A cache changed since the last published snapshot.
+    dirty: bool,
 }
 
 /// Subject under which kubeconfig problems are logged once.
 const KUBECONFIG_SUBJECT: &str = "served kubeconfig";
 
+/// How long the caches may take to sync before the builder names the ones still missing.
+const SYNC_WARNING_AFTER: Duration = Duration::from_secs(30);
+
 impl Builder {
     async fn run(mut self, changed: Arc<Notify>, mut shutdown: watch::Receiver<bool>) {
+        let started = tokio::time::Instant::now();
+        let mut warned_unsynced = false;
         let mut poll = tokio::time::interval(self.settings.token_poll_interval);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tokio::select! {
+            let caches_changed = tokio::select! {
                 _ = shutdown.changed() => break,
                 _ = changed.notified() => {
                     // Let the rest of a burst (a re-list, a rollout touching many objects)
                     // land in the caches so that it becomes one snapshot.
                     tokio::time::sleep(self.settings.debounce).await;
+                    true
                 }
-                _ = poll.tick() => {}
+                _ = poll.tick() => false,
+            };
+            self.dirty |= caches_changed;
+            if !self.sync.all_synced() {
+                if !warned_unsynced && started.elapsed() >= SYNC_WARNING_AFTER {
+                    warned_unsynced = true;
+                    warn!(pending = ?self.sync.pending(), "caches have not synced yet; /config answers 503 until they have");
+                }
+                continue;
             }
             self.refresh().await;
         }
     }
 
+    /// Re-reads the token directory and, when anything changed, publishes a new snapshot.
     async fn refresh(&mut self) {
-        if !self.sync.all_synced() {
-            return;
-        }
-        let objects = self.caches.objects();
-
-        let inputs =
-            read_token_dir(&self.settings.bootstrap_token_dir, objects.config_map_ca()).await;
-        if self.inputs.as_ref() != Some(&inputs) {
+        let objects = self.dirty.then(|| self.caches.objects());
+        let config_map_ca = match &objects {
+            Some(objects) => objects.config_map_ca(),
+            None => self.inputs.as_ref().and_then(|i| i.config_map_ca.clone()),
+        };
+        let inputs = read_token_dir(&self.settings.bootstrap_token_dir, config_map_ca).await;
+        let kubeconfig_changed = self.inputs.as_ref() != Some(&inputs);
+        if kubeconfig_changed {
             self.update_kubeconfig(&inputs);
             self.inputs = Some(inputs);
+        }
+        if objects.is_none() && !kubeconfig_changed {
+            return;
         }
         let Some(kubeconfig) = self.kubeconfig.clone() else {
             return;
         };
+        let objects = objects.unwrap_or_else(|| self.caches.objects());
+        self.dirty = false;
 
         let fingerprint = objects.fingerprint();
         if let Some((published, published_kubeconfig)) = &self.published {
