@@ -91,7 +91,11 @@ impl ClusterObjects {
                 node.metadata.annotations.hash(&mut hasher);
                 hasher.finish()
             });
-            ("nodes", node.name().to_owned(), format!("{metadata_hash:x}"))
+            (
+                "nodes",
+                node.name().to_owned(),
+                format!("{metadata_hash:x}"),
+            )
         }));
         add(&mut out, "machineconfigpools", &self.pools);
         add(&mut out, "machineconfigs", &self.machine_configs);

@@ -1,0 +1,154 @@
+//! The manifests in `config/deploy/` decode as the Kubernetes types they claim to be and keep
+//! the original's deployment shape: host network on control-plane nodes, ports 22623/22624,
+//! the serving certificate at /etc/ssl/mcs and the node-bootstrapper token at
+//! /etc/mcs/bootstrap-token, one ServiceAccount bound by every role. (Which API calls the roles
+//! grant is checked against a real run in `cluster_rbac.rs`.)
+
+use std::path::PathBuf;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
+use serde::Deserialize;
+
+const NAMESPACE: &str = "openshift-machine-config-operator";
+
+fn deploy_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/deploy")
+}
+
+/// Every YAML document of `file` as JSON values.
+fn documents(file: &str) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(deploy_dir().join(file)).expect("manifest readable");
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde_json::Value::deserialize(doc).expect("valid YAML"))
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
+
+fn of_kind<T: serde::de::DeserializeOwned>(file: &str, kind: &str) -> Vec<T> {
+    documents(file)
+        .into_iter()
+        .filter(|doc| doc["kind"] == kind)
+        .map(|doc| serde_json::from_value(doc).expect("decodes as its kind"))
+        .collect()
+}
+
+#[test]
+fn daemonset_matches_the_original_deployment() {
+    let daemonsets: Vec<DaemonSet> = of_kind("daemonset.yaml", "DaemonSet");
+    assert_eq!(daemonsets.len(), 1);
+    let ds = &daemonsets[0];
+    assert_eq!(ds.metadata.namespace.as_deref(), Some(NAMESPACE));
+    let pod = ds
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .expect("pod spec");
+    assert_eq!(pod.host_network, Some(true));
+    assert_eq!(
+        pod.service_account_name.as_deref(),
+        Some("machine-config-server")
+    );
+    let selector = pod.node_selector.as_ref().expect("node selector");
+    assert_eq!(
+        selector
+            .get("node-role.kubernetes.io/master")
+            .map(String::as_str),
+        Some("")
+    );
+
+    assert_eq!(pod.containers.len(), 1);
+    let container = &pod.containers[0];
+    let args = container.args.as_ref().expect("args");
+    assert_eq!(args[0], "start");
+    assert!(args
+        .iter()
+        .any(|a| a.starts_with("--apiserver-url=https://")));
+    let ports: Vec<i32> = container
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| p.container_port)
+        .collect();
+    assert_eq!(ports, [22623, 22624]);
+
+    let volumes = pod.volumes.as_ref().expect("volumes");
+    let secret_of = |mount_path: &str| {
+        let mount = container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.mount_path == mount_path)
+            .unwrap_or_else(|| panic!("{mount_path} is mounted"));
+        volumes
+            .iter()
+            .find(|v| v.name == mount.name)
+            .and_then(|v| v.secret.as_ref())
+            .and_then(|s| s.secret_name.clone())
+            .unwrap_or_else(|| panic!("{mount_path} comes from a secret"))
+    };
+    assert_eq!(secret_of("/etc/ssl/mcs"), "machine-config-server-tls");
+    assert_eq!(
+        secret_of("/etc/mcs/bootstrap-token"),
+        "node-bootstrapper-token"
+    );
+
+    let readiness = container
+        .readiness_probe
+        .as_ref()
+        .and_then(|p| p.http_get.as_ref())
+        .expect("readiness probe");
+    assert_eq!(readiness.path.as_deref(), Some("/readyz"));
+    assert_eq!(
+        readiness.port,
+        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(22625)
+    );
+}
+
+#[test]
+fn every_binding_names_the_service_account() {
+    let accounts: Vec<ServiceAccount> = of_kind("serviceaccount.yaml", "ServiceAccount");
+    assert_eq!(accounts.len(), 1);
+    let account = accounts[0].metadata.name.clone().expect("name");
+    let mut bindings = 0;
+    for file in ["rbac.yaml", "scc.yaml"] {
+        let cluster: Vec<ClusterRoleBinding> = of_kind(file, "ClusterRoleBinding");
+        let namespaced: Vec<RoleBinding> = of_kind(file, "RoleBinding");
+        let subjects = cluster
+            .iter()
+            .map(|b| &b.subjects)
+            .chain(namespaced.iter().map(|b| &b.subjects));
+        for subjects in subjects {
+            bindings += 1;
+            let subjects = subjects.as_ref().expect("subjects");
+            assert_eq!(subjects.len(), 1);
+            assert_eq!(subjects[0].kind, "ServiceAccount");
+            assert_eq!(subjects[0].name, account);
+            assert_eq!(subjects[0].namespace.as_deref(), Some(NAMESPACE));
+        }
+    }
+    assert!(
+        bindings >= 4,
+        "ClusterRole, two Roles and the SCC role are bound"
+    );
+}
+
+#[test]
+fn kustomization_lists_every_manifest() {
+    let kustomization = &documents("kustomization.yaml")[0];
+    let mut listed: Vec<String> = kustomization["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(|r| r.as_str().map(str::to_owned))
+        .collect();
+    listed.sort();
+    let mut present: Vec<String> = std::fs::read_dir(deploy_dir())
+        .expect("deploy dir")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".yaml") && name != "kustomization.yaml")
+        .collect();
+    present.sort();
+    assert_eq!(listed, present);
+}
