@@ -2,21 +2,15 @@
 //! `--allowed-source-cidrs` limits which client addresses may fetch configs, and
 //! `--require-token-file` requires `Authorization: Bearer <token>` (Ignition pointer configs can
 //! send it through `httpHeaders`). `/healthz` stays open: load balancers probe it and it
-//! reveals nothing. Denials answer 403 with an empty body, are logged without the token, and are
-//! counted through the request metrics like every other answer.
+//! reveals nothing. The config handler asks [`AccessPolicy::check`] first; a denial answers 403
+//! with an empty body, is logged without the token, and is counted with every other answer.
 
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use http::header::{AUTHORIZATION, CONTENT_LENGTH};
-use http::{HeaderValue, Response, StatusCode};
+use http::HeaderValue;
 use subtle::ConstantTimeEq as _;
-
-use super::RemoteAddr;
 
 /// An IPv4 or IPv6 network in CIDR notation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,35 +148,6 @@ impl AccessPolicy {
             }
         }
         Ok(())
-    }
-}
-
-/// axum middleware enforcing the policy on `/config/` requests.
-pub async fn enforce(
-    State(policy): State<Arc<AccessPolicy>>,
-    request: Request,
-    next: Next,
-) -> Response<Body> {
-    if !request.uri().path().starts_with("/config/") || !policy.is_restricted() {
-        return next.run(request).await;
-    }
-    let remote = request.extensions().get::<RemoteAddr>().map(|r| r.0);
-    match policy.check(remote.map(|r| r.ip()), request.headers().get(AUTHORIZATION)) {
-        Ok(()) => next.run(request).await,
-        Err(denial) => {
-            tracing::warn!(
-                remote = %remote.map(|r| r.to_string()).unwrap_or_default(),
-                path = request.uri().path(),
-                reason = denial.as_str(),
-                "config request denied"
-            );
-            let mut response = Response::new(Body::empty());
-            *response.status_mut() = StatusCode::FORBIDDEN;
-            response
-                .headers_mut()
-                .insert(CONTENT_LENGTH, HeaderValue::from(0));
-            response
-        }
     }
 }
 
