@@ -224,12 +224,15 @@ impl Ports {
                 ready,
                 pools,
             });
-            let stop = wait_for(shutdown.clone());
-            tasks.push(tokio::spawn(async move {
-                if let Err(e) = admin::serve_admin(socket, admin_router, stop).await {
-                    tracing::error!(error = %e, "metrics listener failed");
-                }
-            }));
+            // The same hardened accept loop as the serving ports (timeouts, connection cap).
+            tasks.push(tokio::spawn(listener::serve(
+                socket,
+                None,
+                admin_router,
+                limits.clone(),
+                self.metrics.clone(),
+                wait_for(shutdown.clone()),
+            )));
         }
         for task in tasks {
             task.await.context("listener task failed")?;

@@ -10,7 +10,6 @@
 //! [`PoolStatusBoard`]; none of those hold secrets (no kubeconfig, token, key or payload bytes).
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -20,7 +19,6 @@ use axum::Router;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use http::{HeaderValue, Response, StatusCode};
 use serde::Serialize;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::metrics::{Metrics, PoolStatus, PoolStatusBoard};
@@ -56,18 +54,6 @@ pub fn admin_router(state: AdminState) -> Router {
         .route("/healthz", get(healthz))
         .route("/status", get(status))
         .with_state(state)
-}
-
-/// Serves `router` on `listener` (plain HTTP/1.1) until `shutdown` completes, then finishes the
-/// requests in flight. The caller bounds how long it waits for that.
-pub async fn serve_admin(
-    listener: TcpListener,
-    router: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
 }
 
 async fn metrics(State(state): State<AdminState>) -> Response<Body> {
