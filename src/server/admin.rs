@@ -46,7 +46,7 @@ pub struct StatusPage {
     pub pools: BTreeMap<String, PoolStatus>,
 }
 
-/// The admin router. Separate from [`serve_admin`] so tests can drive it without sockets.
+/// The admin router, served by [`crate::server::listener::serve`]; tests drive it without sockets.
 pub fn admin_router(state: AdminState) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
