@@ -1,20 +1,23 @@
--- wrk script for benches/run.sh. Headers come from wrk -H.
--- MCS_BENCH_PATHS: space-separated request paths, requested in turn by each connection's thread.
+-- wrk script for benches/run.sh. Common headers come from wrk -H.
+-- MCS_BENCH_TARGETS: space-separated PATH@VERSION entries; each thread requests them in turn,
+-- asking for VERSION the way Ignition does (Accept: application/vnd.coreos.ignition+json;version=VERSION, */*;q=0.1).
 -- After the run it prints one machine-readable RESULT line.
-local paths = {}
-for path in string.gmatch(os.getenv("MCS_BENCH_PATHS") or "/", "%S+") do
-  paths[#paths + 1] = path
+local requests = {}
+for path, version in string.gmatch(os.getenv("MCS_BENCH_TARGETS") or "/@3.4.0", "([^%s@]+)@(%S+)") do
+  local headers = {}
+  for name, value in pairs(wrk.headers) do
+    headers[name] = value
+  end
+  headers["Accept"] = "application/vnd.coreos.ignition+json;version=" .. version .. ", */*;q=0.1"
+  -- wrk adds Host only to the request it formats itself; HTTP/1.1 requires it (nginx: 400).
+  headers["Host"] = headers["Host"] or (wrk.host .. ":" .. wrk.port)
+  requests[#requests + 1] = wrk.format(nil, path, headers)
 end
 
-if #paths == 1 then
-  -- One path: let wrk pre-format the request once.
-  wrk.path = paths[1]
-else
-  local next_path = 0
-  request = function()
-    next_path = next_path % #paths + 1
-    return wrk.format(nil, paths[next_path])
-  end
+local next_request = 0
+request = function()
+  next_request = next_request % #requests + 1
+  return requests[next_request]
 end
 
 function done(summary, latency, requests)
