@@ -1,4 +1,4 @@
-//! Command line: the original's flags and defaults, plus validation into [`Settings`].
+//! Command line: the original's flags and defaults, plus validation of its values.
 //!
 //! Flags are validated before any port is bound; every problem is a one-line error naming the
 //! flag or file (exit code 64, `EX_USAGE`).
