@@ -35,7 +35,14 @@
 //!    node moves to the newer one after joining, like any other node of the pool.
 //! 6. The chosen image is not in the in-cluster registry (string prefix of one of
 //!    [`LayeredInputs::registry_hosts`]), else `in_cluster_registry`: a booting node has no
-//!    cluster DNS. Otherwise the reason is `validated` and the image is served.
+//!    cluster DNS. Otherwise the reason is `validated` and the image is served. As in the
+//!    original this is checked after validation, so a registry image reads `not_validated`
+//!    until a node runs it.
+//!
+//! The decision reads only the snapshot, so the snapshot generation (part of every payload
+//! cache key) also keys the served image: a Node, MachineConfigNode, build or registry change
+//! publishes a new snapshot and the next request is rendered with the new decision. It runs
+//! once per render (pool, spec version, generation), not per request.
 //!
 //! # Validated
 //! A node has validated image `I` when, at the same time:
