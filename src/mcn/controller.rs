@@ -129,16 +129,32 @@ impl Outcome {
     }
 }
 
+/// What the watch cache shows once it has caught up with a write.
+#[derive(Debug)]
+enum Expect {
+    /// The MCN at this resourceVersion (`None`: unknown, wait for the grace period).
+    Version(Option<String>),
+    /// No MCN.
+    Gone,
+}
+
+impl Expect {
+    fn seen_in(&self, cached: Option<&str>) -> bool {
+        match self {
+            Expect::Version(Some(version)) => cached == Some(version.as_str()),
+            Expect::Version(None) => false,
+            Expect::Gone => cached.is_none(),
+        }
+    }
+}
+
 /// Per-object memory of the reconcile loop.
 #[derive(Debug)]
 enum Hold {
     /// Retry after `until` (failure number `failures`).
     Backoff { failures: u32, until: Instant },
-    /// Written; wait until the cache no longer shows `seen` (or until `until`).
-    Written {
-        seen: Option<String>,
-        until: Instant,
-    },
+    /// Written; wait until the cache shows the write (or until `until`).
+    Written { expect: Expect, until: Instant },
     /// Conflicted with another manager; wait until the cache no longer shows `seen`.
     Conflict { seen: Option<String> },
 }
@@ -230,7 +246,7 @@ impl Reconciler {
                 Hold::Backoff { until, .. } => {
                     *until > now || plan.actions.iter().any(|a| a.name() == name)
                 }
-                Hold::Written { seen, until } => seen.as_deref() == cached && *until > now,
+                Hold::Written { expect, until } => *until > now && !expect.seen_in(cached),
                 Hold::Conflict { seen } => seen.as_deref() == cached,
             }
         });
@@ -251,12 +267,17 @@ impl Reconciler {
                 .flatten()
                 .map(str::to_owned);
             match self.execute(action).await {
-                Ok(outcome) => {
+                Ok((outcome, written)) => {
                     self.metrics.mcn_publish(outcome.as_str());
+                    let expect = match outcome {
+                        Outcome::Deleted => Expect::Gone,
+                        Outcome::Skipped => Expect::Version(seen),
+                        _ => Expect::Version(written),
+                    };
                     self.holds.insert(
                         name,
                         Hold::Written {
-                            seen,
+                            expect,
                             until: Instant::now() + self.settings.cache_grace,
                         },
                     );
@@ -305,7 +326,11 @@ impl Reconciler {
         self.warned_unpooled = current;
     }
 
-    async fn execute(&mut self, action: &Action) -> Result<Outcome, PublishError> {
+    /// Carries out one action; returns what it did and the resourceVersion it left the MCN at.
+    async fn execute(
+        &mut self,
+        action: &Action,
+    ) -> Result<(Outcome, Option<String>), PublishError> {
         match action {
             Action::Create { mcn, status } => {
                 let created = self.apply(mcn, "create").await?;
@@ -317,26 +342,29 @@ impl Reconciler {
                     bootstrap_record = super::desired::has_bootstrap_record(mcn),
                     "created MachineConfigNode"
                 );
-                if created.status.is_none() {
-                    self.apply_status(action.name(), status, generation).await?;
-                }
-                Ok(Outcome::Created)
+                // A status already there was written by someone else in the meantime.
+                let written = if created.status.is_none() {
+                    self.apply_status(action.name(), status, generation).await?
+                } else {
+                    created.metadata.resource_version
+                };
+                Ok((Outcome::Created, written))
             }
             Action::Fill { mcn, filled } => {
-                self.apply(mcn, "fill").await?;
+                let filled_in = self.apply(mcn, "fill").await?;
                 info!(mcn = %action.name(), filled = %filled.join(", "), "filled in MachineConfigNode");
-                Ok(Outcome::Filled)
+                Ok((Outcome::Filled, filled_in.metadata.resource_version))
             }
             Action::InitStatus {
                 name,
                 status,
                 generation,
             } => {
-                self.apply_status(name, status, *generation).await?;
+                let written = self.apply_status(name, status, *generation).await?;
                 info!(mcn = %name, "wrote initial MachineConfigNode status");
-                Ok(Outcome::StatusInitialized)
+                Ok((Outcome::StatusInitialized, written))
             }
-            Action::Delete { name, uid } => self.delete(name, uid.as_deref()).await,
+            Action::Delete { name, uid } => Ok((self.delete(name, uid.as_deref()).await?, None)),
         }
     }
 
@@ -391,12 +419,12 @@ impl Reconciler {
         name: &str,
         status: &InitialStatus,
         generation: i64,
-    ) -> Result<(), PublishError> {
+    ) -> Result<Option<String>, PublishError> {
         let body = status_apply_body(name, &status.build(generation, Timestamp::now()));
         self.mcns
             .patch_status(name, &self.params(), &Patch::Apply(&body))
             .await
-            .map(|_| ())
+            .map(|written| written.metadata.resource_version)
             .map_err(|source| PublishError::Api {
                 action: "init_status",
                 name: name.to_owned(),

@@ -12,8 +12,9 @@
 //!   bootstrap record and one now matches; [`Action::InitStatus`] while it has no status;
 //! - an MCN someone else created: left alone, whatever it contains.
 //!
-//! And per MCN: when no Node of that name exists, [`Action::Delete`] (as the original operator
-//! does), never when the Node list is empty (an empty cache is not evidence of anything).
+//! And per MCN: when no Node of that name is in the cache, [`Action::Delete`] (as the original
+//! operator does). The cache is only evidence, not proof: the controller confirms with the API
+//! server that the Node is gone before it deletes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -214,15 +215,13 @@ pub fn plan(
         }
     }
 
-    if !nodes.is_empty() {
-        let node_names: BTreeSet<&str> = nodes.iter().map(|n| node_name(n)).collect();
-        for (name, mcn) in &mcns {
-            if !node_names.contains(name) && mcn.metadata.deletion_timestamp.is_none() {
-                out.actions.push(Action::Delete {
-                    name: (*name).to_owned(),
-                    uid: mcn.metadata.uid.clone(),
-                });
-            }
+    let node_names: BTreeSet<&str> = nodes.iter().map(|n| node_name(n)).collect();
+    for (name, mcn) in &mcns {
+        if !node_names.contains(name) && mcn.metadata.deletion_timestamp.is_none() {
+            out.actions.push(Action::Delete {
+                name: (*name).to_owned(),
+                uid: mcn.metadata.uid.clone(),
+            });
         }
     }
     out

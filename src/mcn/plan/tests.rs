@@ -281,7 +281,7 @@ fn our_mcn_without_status_gets_its_initial_status() {
 }
 
 #[test]
-fn mcns_of_gone_nodes_are_deleted_but_never_on_an_empty_node_list() {
+fn mcns_of_gone_nodes_are_deleted() {
     let nodes = [node("w1", &["worker"], "10.0.0.21", json!({}))];
     let mcns = [
         mcn(json!({"metadata": {"name": "w1"}})),
@@ -294,9 +294,9 @@ fn mcns_of_gone_nodes_are_deleted_but_never_on_an_empty_node_list() {
     assert_eq!(name, "gone");
     assert_eq!(uid.as_deref(), Some("uid-gone"));
 
-    assert!(super::plan(&world(&[], &mcns), no_records, false)
-        .actions
-        .is_empty());
+    // The last node gone too: both (the controller confirms each with the API server).
+    let all_gone = super::plan(&world(&[], &mcns), no_records, false);
+    assert_eq!(all_gone.actions.len(), 2);
 }
 
 #[test]

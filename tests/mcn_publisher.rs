@@ -1,0 +1,869 @@
+//! MachineConfigNode publisher, end to end against the in-test Kubernetes API server
+//! (`tests/support/fake_apiserver`, server-side apply with managedFields, CRD validation,
+//! Leases): the real cluster source (kube-rs reflectors), the real router behind a real TCP
+//! listener (so the served-request record sees a real remote address), and the real publisher
+//! with its Lease election. Each "replica" is one in-process server as `start` would run it.
+//!
+//! What a user would notice, checked in the objects the API server stores:
+//! - a node joins: its MCN appears with the right spec, owner reference, initial status and
+//!   bootstrap record, written by the `machine-config-server-mcn` field manager;
+//! - an MCN someone else wrote is not touched at all (object identical, resourceVersion too);
+//! - a node is deleted: its MCN is deleted;
+//! - two replicas: exactly one holds the Lease and publishes; when it stops, the other takes
+//!   over; a replica whose Lease is taken stops publishing within a renew period;
+//! - a pre-built image goes to `spec.configImage` only where the CRD declares it;
+//! - every MCN written validates against the real CRD in `shared/crds/`.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use machine_config_server::cache::PayloadCache;
+use machine_config_server::mcn::{self, PublisherInputs, PublisherSettings, ServedLog};
+use machine_config_server::metrics::{Metrics, PoolStatusBoard};
+use machine_config_server::render::layered::DecisionTracker;
+use machine_config_server::server::access::AccessPolicy;
+use machine_config_server::server::listener::{self, ConnectionLimits};
+use machine_config_server::server::{router, AppState};
+use machine_config_server::source::cluster::{self, ClusterSettings, ClusterSource};
+use serde_json::{json, Value};
+use support::fake_apiserver::{validate_against_crd, FakeApiServer, Options, Scope};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+
+const DEADLINE: Duration = Duration::from_secs(20);
+const KIND: &str = "MachineConfigNode";
+const MANAGER: &str = "machine-config-server-mcn";
+const LEASE_NAMESPACE: &str = "openshift-machine-config-operator";
+const LEASE_NAME: &str = "machine-config-server-mcn-publisher";
+const LEASE_DURATION: Duration = Duration::from_millis(2000);
+const RENEW_PERIOD: Duration = Duration::from_millis(300);
+
+const WORKER_RENDERED: &str = "rendered-worker-0a1b2c3d4e5f60718293a4b5c6d7e8f9";
+const MASTER_RENDERED: &str = "rendered-master-11223344556677889900aabbccddeeff";
+const PREBUILT_RENDERED: &str = "rendered-prebuilt-99887766554433221100ffeeddccbbaa";
+const PREBUILT_IMAGE: &str = "quay.example.com/ocp/rhcos@sha256:2222222222222222222222222222222222222222222222222222222222222222";
+const BASE_IMAGE: &str = "quay.example.com/ocp/rhcos@sha256:0000000000000000000000000000000000000000000000000000000000000000";
+const ACCEPT: &str = "application/vnd.coreos.ignition+json;version=3.5.0, */*;q=0.1";
+
+fn cluster_yaml() -> String {
+    let mut docs = vec![CONTROLLER_CONFIG.to_string()];
+    for (pool, rendered, pre_built) in [
+        ("master", MASTER_RENDERED, None),
+        ("worker", WORKER_RENDERED, None),
+        ("prebuilt", PREBUILT_RENDERED, Some(PREBUILT_IMAGE)),
+    ] {
+        docs.push(pool_yaml(pool, rendered));
+        docs.push(machine_config(rendered, pool, pre_built));
+    }
+    docs.join("\n---\n")
+}
+
+const CONTROLLER_CONFIG: &str = r#"
+apiVersion: machineconfiguration.openshift.io/v1
+kind: ControllerConfig
+metadata:
+  name: machine-config-controller
+spec:
+  additionalTrustBundle: ""
+  baseOSContainerImage: ""
+  cloudProviderCAData: ""
+  cloudProviderConfig: ""
+  clusterDNSIP: 172.30.0.10
+  dns:
+    apiVersion: config.openshift.io/v1
+    kind: DNS
+    spec:
+      baseDomain: example.com
+  images: {}
+  infra:
+    apiVersion: config.openshift.io/v1
+    kind: Infrastructure
+    spec:
+      platformSpec:
+        type: None
+  ipFamilies: IPv4
+  kubeAPIServerServingCAData: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCktVQkUgQVBJIFNFUlZFUiBTRVJWSU5HIENBIERBVEEKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=
+  network:
+    mtuMigration: {}
+  proxy: {}
+  releaseImage: quay.io/openshift-release-dev/ocp-release@sha256:ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff
+  rootCAData: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tClJPT1QgQ0EgREFUQQotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg==
+"#;
+
+fn pool_yaml(name: &str, rendered: &str) -> String {
+    format!(
+        r#"
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfigPool
+metadata:
+  name: {name}
+spec:
+  configuration:
+    name: {rendered}
+  machineConfigSelector:
+    matchLabels:
+      machineconfiguration.openshift.io/role: {name}
+  nodeSelector:
+    matchLabels:
+      node-role.kubernetes.io/{name}: ""
+  paused: false
+status:
+  configuration:
+    name: {rendered}
+  machineCount: 1
+  updatedMachineCount: 1
+  readyMachineCount: 1
+  unavailableMachineCount: 0
+  degradedMachineCount: 0
+"#
+    )
+}
+
+fn machine_config(name: &str, pool: &str, pre_built: Option<&str>) -> String {
+    let annotation = pre_built
+        .map(|image| {
+            format!("\n    machineconfiguration.openshift.io/pre-built-image: \"{image}\"")
+        })
+        .unwrap_or_default();
+    format!(
+        r#"
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: {name}
+  annotations:
+    machineconfiguration.openshift.io/generated-by-controller-version: 4.19.0{annotation}
+  labels:
+    machineconfiguration.openshift.io/role: {pool}
+spec:
+  osImageURL: {BASE_IMAGE}
+  config:
+    ignition:
+      version: 3.5.0
+  kernelArguments: []
+  extensions: []
+  fips: false
+  kernelType: default
+"#
+    )
+}
+
+/// A Node as the kubelet registers it: role labels, an InternalIP, and the daemon's
+/// annotations when given.
+fn node(name: &str, roles: &[&str], ip: &str, annotations: Value) -> Value {
+    let mut labels = json!({"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"});
+    for role in roles {
+        labels[format!("node-role.kubernetes.io/{role}")] = json!("");
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
+        "status": {"addresses": [
+            {"type": "InternalIP", "address": ip},
+            {"type": "Hostname", "address": name}
+        ]}
+    })
+}
+
+fn daemon_annotations(rendered: &str) -> Value {
+    json!({
+        "machineconfiguration.openshift.io/currentConfig": rendered,
+        "machineconfiguration.openshift.io/desiredConfig": rendered,
+        "machineconfiguration.openshift.io/state": "Done",
+    })
+}
+
+fn settings(identity: &str) -> PublisherSettings {
+    let mut settings = PublisherSettings::new(identity);
+    settings.lease.lease_duration = LEASE_DURATION;
+    settings.lease.renew_period = RENEW_PERIOD;
+    settings.lease.renew_deadline = Duration::from_millis(1200);
+    settings.lease.retry_period = Duration::from_millis(200);
+    settings.reconcile.resync = Duration::from_millis(300);
+    settings.reconcile.retry_initial = Duration::from_millis(100);
+    settings.reconcile.cache_grace = Duration::from_secs(2);
+    settings
+}
+
+/// One server process as `machine-config-server start` runs it, in-process.
+struct Replica {
+    identity: String,
+    http: SocketAddr,
+    leading: watch::Receiver<bool>,
+    metrics: Arc<Metrics>,
+    shutdown: watch::Sender<bool>,
+    source_stop: Option<tokio::sync::oneshot::Sender<()>>,
+    source: Option<ClusterSource>,
+    publisher: Option<mcn::Publisher>,
+    listener: Option<tokio::task::JoinHandle<()>>,
+    _token_dir: tempfile::TempDir,
+}
+
+impl Replica {
+    async fn start(api: &FakeApiServer, identity: &str) -> Replica {
+        // Logs are shown only for a failing test.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("machine_config_server=debug")
+            .with_test_writer()
+            .try_init();
+        let token_dir = tempfile::tempdir().unwrap();
+        std::fs::write(token_dir.path().join("token"), "bootstrap-token-for-tests").unwrap();
+        std::fs::write(
+            token_dir.path().join("ca.crt"),
+            "-----BEGIN CERTIFICATE-----\nTEST CA\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let mut cluster_settings = ClusterSettings::new("https://api-int.example.com:6443");
+        cluster_settings.kubeconfig = Some(api.kubeconfig_file().to_path_buf());
+        cluster_settings.bootstrap_token_dir = token_dir.path().to_path_buf();
+
+        let metrics = Arc::new(Metrics::new());
+        let (source_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let source = cluster::start(cluster_settings, metrics.clone(), async {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap_or_else(|e| panic!("cluster source: {e}"));
+
+        let served = ServedLog::default();
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let app = router(AppState {
+            snapshots: source.snapshots.clone(),
+            ready: source.ready.clone(),
+            cache: PayloadCache::new(64 << 20),
+            metrics: metrics.clone(),
+            pools: PoolStatusBoard::new(),
+            access: Arc::new(AccessPolicy::default()),
+            layered: Arc::new(DecisionTracker::new()),
+            served: served.clone(),
+        });
+        let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http = socket.local_addr().unwrap();
+        let mut stop_http = shutdown_rx.clone();
+        let listener = tokio::spawn(listener::serve(
+            socket,
+            None,
+            app,
+            ConnectionLimits::default(),
+            metrics.clone(),
+            async move {
+                let _ = stop_http.wait_for(|stop| *stop).await;
+            },
+        ));
+
+        let publisher = mcn::start(
+            source.client.clone(),
+            settings(identity),
+            PublisherInputs {
+                snapshots: source.snapshots.clone(),
+                ready: source.ready.clone(),
+            },
+            served,
+            metrics.clone(),
+            shutdown_rx,
+        );
+        let mut ready = source.ready.clone();
+        tokio::time::timeout(DEADLINE, ready.wait_for(|ready| *ready))
+            .await
+            .expect("cluster source ready in time")
+            .expect("cluster source running");
+        Replica {
+            identity: settings(identity).lease.identity,
+            http,
+            leading: publisher.leading.clone(),
+            metrics,
+            shutdown,
+            source_stop: Some(source_stop),
+            source: Some(source),
+            publisher: Some(publisher),
+            listener: Some(listener),
+            _token_dir: token_dir,
+        }
+    }
+
+    fn leading(&self) -> bool {
+        *self.leading.borrow()
+    }
+
+    async fn wait_leading(&self, leading: bool, within: Duration) -> Duration {
+        let start = Instant::now();
+        let mut rx = self.leading.clone();
+        tokio::time::timeout(within, rx.wait_for(|l| *l == leading))
+            .await
+            .unwrap_or_else(|_| panic!("{}: leading={leading} within {within:?}", self.identity))
+            .expect("publisher running");
+        start.elapsed()
+    }
+
+    /// What a booting machine does: `GET /config/<pool>` over TCP from 127.0.0.1.
+    async fn boot(&self, pool: &str) -> u16 {
+        let mut stream = tokio::net::TcpStream::connect(self.http).await.unwrap();
+        let request = format!(
+            "GET /config/{pool} HTTP/1.1\r\nHost: api-int.example.com:22623\r\nAccept: {ACCEPT}\r\nUser-Agent: Ignition/2.20.0\r\nAccept-Encoding: identity\r\nConnection: close\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.unwrap();
+        let text = String::from_utf8_lossy(&response);
+        text.split(' ')
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or_else(|| panic!("no status line in {text:?}"))
+    }
+
+    /// Graceful stop: the publisher releases its Lease, the source and listener end.
+    async fn stop(mut self) {
+        self.shutdown.send_replace(true);
+        if let Some(publisher) = self.publisher.take() {
+            tokio::time::timeout(DEADLINE, publisher.join())
+                .await
+                .expect("publisher stops");
+        }
+        if let Some(stop) = self.source_stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(source) = self.source.take() {
+            tokio::time::timeout(DEADLINE, source.join())
+                .await
+                .expect("cluster source stops");
+        }
+        if let Some(listener) = self.listener.take() {
+            let _ = tokio::time::timeout(DEADLINE, listener).await;
+        }
+    }
+}
+
+fn start_api(options: Options) -> FakeApiServer {
+    let api = FakeApiServer::start(options);
+    if let Err(e) = api.load_yaml_str(&cluster_yaml()) {
+        panic!("loading the cluster objects: {e}");
+    }
+    api
+}
+
+fn add_node(api: &FakeApiServer, node: &Value) -> Value {
+    api.apply_object(node)
+        .unwrap_or_else(|e| panic!("node {}: {e:?}", node["metadata"]["name"]))
+}
+
+/// Polls `check` until it returns `Some` or the deadline passes.
+async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn mcn_with_status(api: &FakeApiServer, name: &str) -> Option<Value> {
+    api.get(KIND, None, name).filter(|mcn| {
+        mcn["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty())
+    })
+}
+
+fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object["metadata"]["annotations"][key].as_str()
+}
+
+fn condition<'a>(mcn: &'a Value, type_: &str) -> &'a Value {
+    mcn["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == type_))
+        .unwrap_or_else(|| panic!("no condition {type_} in {mcn}"))
+}
+
+fn managers(object: &Value) -> Vec<(String, String, String)> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|entry| {
+            (
+                entry["manager"].as_str().unwrap_or_default().to_string(),
+                entry["operation"].as_str().unwrap_or_default().to_string(),
+                entry["subresource"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Every MCN the API server stores passes the real CRD schema (required fields, enums,
+/// patterns, bounds, and no undeclared field).
+fn assert_all_mcns_valid(api: &FakeApiServer) {
+    let all = api.list(KIND);
+    assert!(!all.is_empty());
+    for mcn in all {
+        if let Err(problems) = validate_against_crd(KIND, &mcn) {
+            panic!(
+                "{} does not validate: {problems:#?}",
+                mcn["metadata"]["name"]
+            );
+        }
+    }
+}
+
+fn lease_holder(api: &FakeApiServer) -> Option<String> {
+    api.get("Lease", Some(LEASE_NAMESPACE), LEASE_NAME)
+        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joining_node_gets_its_mcn_with_spec_owner_status_and_bootstrap_record() {
+    let api = start_api(Options::default());
+    let replica = Replica::start(&api, "master-0").await;
+    replica.wait_leading(true, DEADLINE).await;
+
+    // A node that matches no pool: no MCN (applied first, so it is planned with the others).
+    add_node(&api, &node("stray-0", &["edge"], "10.0.9.9", json!({})));
+
+    // The machine boots from this replica, then registers as a Node from the same address,
+    // before its daemon has written any annotation.
+    let before_boot = k8s_now_seconds();
+    assert_eq!(replica.boot("worker").await, 200);
+    let joined = add_node(&api, &node("worker-0", &["worker"], "127.0.0.1", json!({})));
+    // A node that booted elsewhere and whose daemon already reports its config.
+    add_node(
+        &api,
+        &node(
+            "worker-1",
+            &["worker"],
+            "10.0.0.21",
+            daemon_annotations(WORKER_RENDERED),
+        ),
+    );
+
+    let mcn = eventually("worker-0's MCN with status", || {
+        mcn_with_status(&api, "worker-0")
+    })
+    .await;
+    assert_eq!(mcn["spec"]["node"]["name"], "worker-0");
+    assert_eq!(mcn["spec"]["pool"]["name"], "worker");
+    assert_eq!(mcn["spec"]["configVersion"]["desired"], WORKER_RENDERED);
+    assert!(mcn["spec"].get("configImage").is_none());
+    assert_eq!(
+        mcn["metadata"]["ownerReferences"],
+        json!([{
+            "apiVersion": "v1",
+            "kind": "Node",
+            "name": "worker-0",
+            "uid": joined["metadata"]["uid"],
+        }])
+    );
+    // The bootstrap record: what this replica answered 127.0.0.1.
+    let key = |k: &str| format!("mcs.machineconfiguration.openshift.io/{k}");
+    assert_eq!(
+        annotation(&mcn, &key("created-by")),
+        Some("machine-config-server")
+    );
+    assert_eq!(
+        annotation(&mcn, &key("bootstrap-address")),
+        Some("127.0.0.1")
+    );
+    assert_eq!(annotation(&mcn, &key("bootstrap-pool")), Some("worker"));
+    assert_eq!(
+        annotation(&mcn, &key("bootstrap-rendered-config")),
+        Some(WORKER_RENDERED)
+    );
+    assert_eq!(
+        annotation(&mcn, &key("bootstrap-ignition-version")),
+        Some("3.5.0")
+    );
+    assert_eq!(annotation(&mcn, &key("bootstrap-image")), None);
+    let served_at = annotation(&mcn, &key("bootstrap-served-at")).expect("served-at");
+    let served_at: k8s_openapi::jiff::Timestamp = served_at.parse().expect("RFC 3339");
+    assert!(served_at.as_second() >= before_boot && served_at.as_second() <= k8s_now_seconds());
+
+    // The initial status of a node that has not started an update.
+    let conditions = mcn["status"]["conditions"].as_array().unwrap();
+    assert_eq!(conditions.len(), 14);
+    let updated = condition(&mcn, "Updated");
+    assert_eq!(updated["status"], "False");
+    assert_eq!(updated["reason"], "Updated");
+    for type_ in [
+        "UpdatePrepared",
+        "UpdateExecuted",
+        "UpdatePostActionComplete",
+        "UpdateComplete",
+        "Resumed",
+        "Drained",
+        "AppliedFilesAndOS",
+        "Cordoned",
+        "RebootedNode",
+        "Uncordoned",
+        "NodeDegraded",
+        "PinnedImageSetsDegraded",
+        "PinnedImageSetsProgressing",
+    ] {
+        let c = condition(&mcn, type_);
+        assert_eq!(
+            (c["status"].as_str(), c["reason"].as_str()),
+            (Some("False"), Some("NotYetOccurred")),
+            "{type_}"
+        );
+    }
+    for c in conditions {
+        assert!(c["lastTransitionTime"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty()));
+    }
+    assert_eq!(
+        mcn["status"]["configVersion"],
+        json!({"desired": "not-yet-set"})
+    );
+    assert_eq!(
+        mcn["status"]["observedGeneration"],
+        mcn["metadata"]["generation"]
+    );
+
+    // Written by server-side apply under the dedicated field manager, main and status.
+    let managers = managers(&mcn);
+    assert!(
+        managers.contains(&(MANAGER.into(), "Apply".into(), String::new())),
+        "{managers:?}"
+    );
+    assert!(
+        managers.contains(&(MANAGER.into(), "Apply".into(), "status".into())),
+        "{managers:?}"
+    );
+
+    // The node whose daemon already reports its config: Updated, no bootstrap record.
+    let reporting = eventually("worker-1's MCN", || mcn_with_status(&api, "worker-1")).await;
+    assert_eq!(
+        reporting["spec"]["configVersion"]["desired"],
+        WORKER_RENDERED
+    );
+    assert_eq!(condition(&reporting, "Updated")["status"], "True");
+    assert_eq!(
+        reporting["status"]["configVersion"],
+        json!({"current": WORKER_RENDERED, "desired": WORKER_RENDERED})
+    );
+    assert_eq!(annotation(&reporting, &key("bootstrap-address")), None);
+
+    assert!(
+        api.get(KIND, None, "stray-0").is_none(),
+        "a node in no pool gets no MCN"
+    );
+    // One status write per MCN: the publisher waited for its cache to show its own writes.
+    assert!(!replica
+        .metrics
+        .encode()
+        .contains("result=\"status_initialized\""));
+    assert_all_mcns_valid(&api);
+    eventually("both creations counted", || {
+        replica
+            .metrics
+            .encode()
+            .contains("mcs_mcn_publish_total{result=\"created\"} 2")
+            .then_some(())
+    })
+    .await;
+    replica.stop().await;
+}
+
+fn k8s_now_seconds() -> i64 {
+    k8s_openapi::jiff::Timestamp::now().as_second()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcn_written_by_someone_else_is_left_alone() {
+    let api = start_api(Options::default());
+    // The MCO wrote this MCN (spec with not-yet-set, and a status) before we started.
+    add_node(&api, &node("worker-5", &["worker"], "127.0.0.1", json!({})));
+    let theirs = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": KIND,
+        "metadata": {"name": "worker-5"},
+        "spec": {
+            "node": {"name": "worker-5"},
+            "pool": {"name": "worker"},
+            "configVersion": {"desired": "not-yet-set"}
+        }
+    });
+    api.apply_as("machine-config-operator", &theirs, Scope::Main, true)
+        .unwrap();
+    let status = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": KIND,
+        "metadata": {"name": "worker-5"},
+        "status": {
+            "conditions": [{
+                "type": "Updated", "status": "False", "reason": "Updated",
+                "message": "Node worker-5 needs an update",
+                "lastTransitionTime": "2025-05-22T12:37:28Z"
+            }],
+            "configVersion": {"desired": "not-yet-set"},
+            "observedGeneration": 1
+        }
+    });
+    api.apply_as("machine-config-operator", &status, Scope::Status, true)
+        .unwrap();
+    let before = api.get(KIND, None, "worker-5").unwrap();
+
+    let replica = Replica::start(&api, "master-0").await;
+    replica.wait_leading(true, DEADLINE).await;
+    // Tempting: this replica answered the node's address, so a bootstrap record matches.
+    assert_eq!(replica.boot("worker").await, 200);
+    // Proof the publisher made passes over the cluster since: a new node gets its MCN.
+    add_node(&api, &node("worker-6", &["worker"], "10.0.0.26", json!({})));
+    eventually("worker-6's MCN", || mcn_with_status(&api, "worker-6")).await;
+    // And one resync later (the served record is re-read on every pass).
+    tokio::time::sleep(settings("x").reconcile.resync * 2).await;
+
+    let after = api.get(KIND, None, "worker-5").unwrap();
+    assert_eq!(
+        before, after,
+        "no field of theirs changed, nothing of ours was added"
+    );
+    assert!(managers(&after).iter().all(|(m, _, _)| m != MANAGER));
+    assert_all_mcns_valid(&api);
+    replica.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcn_of_a_deleted_node_is_deleted() {
+    let api = start_api(Options::default());
+    // Left over from a node removed while no publisher ran (written by the MCO).
+    let orphan = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": KIND,
+        "metadata": {"name": "worker-old"},
+        "spec": {
+            "node": {"name": "worker-old"},
+            "pool": {"name": "worker"},
+            "configVersion": {"desired": WORKER_RENDERED}
+        }
+    });
+    api.apply_as("machine-config-operator", &orphan, Scope::Main, true)
+        .unwrap();
+    let replica = Replica::start(&api, "master-0").await;
+    replica.wait_leading(true, DEADLINE).await;
+
+    add_node(
+        &api,
+        &node(
+            "worker-7",
+            &["worker"],
+            "10.0.0.27",
+            daemon_annotations(WORKER_RENDERED),
+        ),
+    );
+    eventually("worker-7's MCN", || mcn_with_status(&api, "worker-7")).await;
+    eventually("the orphaned MCN deleted", || {
+        api.get(KIND, None, "worker-old").is_none().then_some(())
+    })
+    .await;
+
+    api.delete("Node", None, "worker-7").unwrap();
+    eventually("worker-7's MCN deleted", || {
+        api.get(KIND, None, "worker-7").is_none().then_some(())
+    })
+    .await;
+    eventually("both deletions counted", || {
+        replica
+            .metrics
+            .encode()
+            .contains("mcs_mcn_publish_total{result=\"deleted\"} 2")
+            .then_some(())
+    })
+    .await;
+    replica.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_publish_through_one_leader_and_fail_over() {
+    let api = start_api(Options::default());
+    let a = Replica::start(&api, "master-0").await;
+    let b = Replica::start(&api, "master-1").await;
+
+    let leader_identity = eventually("one leader", || match (a.leading(), b.leading()) {
+        (true, false) => Some(a.identity.clone()),
+        (false, true) => Some(b.identity.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!(
+        lease_holder(&api).as_deref(),
+        Some(leader_identity.as_str())
+    );
+    // Over a whole lease duration, never two leaders.
+    let watch_until = Instant::now() + LEASE_DURATION;
+    while Instant::now() < watch_until {
+        assert!(!(a.leading() && b.leading()), "two leaders at once");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    add_node(&api, &node("worker-8", &["worker"], "10.0.0.28", json!({})));
+    eventually("worker-8's MCN", || mcn_with_status(&api, "worker-8")).await;
+
+    let (leader, follower) = if a.leading() { (a, b) } else { (b, a) };
+    // The write is counted right after the API answered it.
+    eventually("the leader's write counted", || {
+        leader
+            .metrics
+            .encode()
+            .contains("mcs_mcn_publish_total{result=\"created\"} 1")
+            .then_some(())
+    })
+    .await;
+    assert!(
+        !follower.metrics.encode().contains("mcs_mcn_publish_total{"),
+        "the follower wrote nothing"
+    );
+
+    // The leader stops (it releases the Lease): the follower takes over well within a lease
+    // duration, and publishes.
+    leader.stop().await;
+    let took = follower.wait_leading(true, DEADLINE).await;
+    assert!(took < LEASE_DURATION, "takeover took {took:?}");
+    assert_eq!(
+        lease_holder(&api).as_deref(),
+        Some(follower.identity.as_str())
+    );
+    add_node(&api, &node("worker-9", &["worker"], "10.0.0.29", json!({})));
+    eventually("worker-9's MCN", || mcn_with_status(&api, "worker-9")).await;
+    assert_all_mcns_valid(&api);
+    follower.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_lease_is_taken_only_after_it_expires_and_a_lost_lease_stops_publishing() {
+    let api = start_api(Options::default());
+    // A replica that died without releasing: its record never changes again.
+    let ghost = json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": LEASE_NAME, "namespace": LEASE_NAMESPACE},
+        "spec": {
+            "holderIdentity": "ghost_1",
+            "leaseDurationSeconds": 2,
+            "renewTime": "2025-01-01T00:00:00.000000Z",
+            "acquireTime": "2025-01-01T00:00:00.000000Z",
+            "leaseTransitions": 0
+        }
+    });
+    api.create(&ghost).unwrap();
+    let start = Instant::now();
+    let replica = Replica::start(&api, "master-0").await;
+    replica.wait_leading(true, DEADLINE).await;
+    // Expiry is judged on our own clock from when we first saw the record, not from the
+    // (possibly skewed) renewTime in it.
+    assert!(
+        start.elapsed() >= LEASE_DURATION - Duration::from_millis(300),
+        "took over after {:?}",
+        start.elapsed()
+    );
+    let lease = api.get("Lease", Some(LEASE_NAMESPACE), LEASE_NAME).unwrap();
+    assert_eq!(
+        lease["spec"]["holderIdentity"].as_str(),
+        Some(replica.identity.as_str())
+    );
+    assert_eq!(lease["spec"]["leaseTransitions"], 1);
+
+    // Someone else takes the Lease over (a partitioned leader's view): this replica must stop
+    // publishing at its next renewal.
+    let mut taken = lease.clone();
+    taken["spec"]["holderIdentity"] = json!("intruder_2");
+    taken["spec"]["renewTime"] = json!(k8s_openapi::jiff::Timestamp::now().to_string());
+    taken["spec"]["leaseDurationSeconds"] = json!(30);
+    api.update(&taken).unwrap();
+    let stopped_after = replica.wait_leading(false, DEADLINE).await;
+    assert!(
+        stopped_after <= RENEW_PERIOD * 2,
+        "still publishing {stopped_after:?} after losing the lease"
+    );
+
+    // While it does not lead, a joining node gets no MCN from it.
+    add_node(
+        &api,
+        &node("worker-10", &["worker"], "10.0.0.30", json!({})),
+    );
+    tokio::time::sleep(settings("x").reconcile.resync * 3).await;
+    assert!(api.get(KIND, None, "worker-10").is_none());
+    replica.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_built_image_goes_to_spec_config_image_only_where_the_crd_declares_it() {
+    // The shared CRD (default feature set) does not declare spec.configImage.
+    let api = start_api(Options::default());
+    let replica = Replica::start(&api, "master-0").await;
+    replica.wait_leading(true, DEADLINE).await;
+    add_node(
+        &api,
+        &node("prebuilt-0", &["prebuilt"], "10.0.0.40", json!({})),
+    );
+    let mcn = eventually("prebuilt-0's MCN", || mcn_with_status(&api, "prebuilt-0")).await;
+    assert_eq!(mcn["spec"]["configVersion"]["desired"], PREBUILT_RENDERED);
+    assert!(mcn["spec"].get("configImage").is_none(), "{mcn}");
+    assert_all_mcns_valid(&api);
+    replica.stop().await;
+
+    // A CRD that declares it (as the tech-preview CRDs do): the image is written.
+    let crds = tempfile::tempdir().unwrap();
+    write_crds_with_config_image(crds.path());
+    let api = start_api(Options {
+        crd_dir: Some(crds.path().to_path_buf()),
+        ..Options::default()
+    });
+    let replica = Replica::start(&api, "master-0").await;
+    replica.wait_leading(true, DEADLINE).await;
+    add_node(
+        &api,
+        &node("prebuilt-1", &["prebuilt"], "10.0.0.41", json!({})),
+    );
+    let mcn = eventually("prebuilt-1's MCN", || mcn_with_status(&api, "prebuilt-1")).await;
+    assert_eq!(
+        mcn["spec"]["configImage"],
+        json!({"desiredImage": PREBUILT_IMAGE})
+    );
+    replica.stop().await;
+}
+
+fn shared_crd_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("MCS_SHARED_CRDS") {
+        return PathBuf::from(dir);
+    }
+    [
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/crds"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/crds"),
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|dir| dir.is_dir())
+    .expect("shared/crds beside the repository")
+}
+
+/// Copies the shared CRDs into `dir`, with `spec.configImage` added to the MCN schema the way
+/// the newer CRDs declare it.
+fn write_crds_with_config_image(dir: &Path) {
+    for entry in std::fs::read_dir(shared_crd_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let file = path.file_name().unwrap().to_owned();
+        if file != "machineconfignodes.yaml" {
+            std::fs::write(dir.join(file), text).unwrap();
+            continue;
+        }
+        let mut crd: Value = serde_yaml::from_str(&text).unwrap();
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"]["configImage"] = json!({
+            "type": "object",
+            "required": ["desiredImage"],
+            "properties": {"desiredImage": {"type": "string", "minLength": 1, "maxLength": 447}}
+        });
+        std::fs::write(dir.join("machineconfignodes.json"), crd.to_string()).unwrap();
+    }
+}
