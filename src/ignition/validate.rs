@@ -977,6 +977,21 @@ fn partitions_overlap(parts: &[t::Partition]) -> Option<usize> {
     None
 }
 
+/// The MachineConfig file-mode rule of the original's `ValidateIgnition` (used by its render
+/// controller, not while serving): a file mode above 0777 is rejected. Directories are not
+/// checked, as in the original.
+pub fn check_file_modes(config: &Config) -> Result<(), String> {
+    for file in config.storage.iter().flat_map(|s| s.files.iter().flatten()) {
+        if let Some(mode) = file.mode.filter(|&m| m > 0o777) {
+            return Err(format!(
+                "invalid mode 0{mode:o} for {}, cannot exceed 0777",
+                file.path
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
