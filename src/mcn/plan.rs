@@ -81,7 +81,7 @@ pub fn serving_by_pool(snapshot: &Snapshot) -> BTreeMap<String, PoolServing> {
             }
             let decision = layered::decide(pool, &rendered_config, &snapshot.layered);
             let image = match snapshot.machine_configs.get(&rendered_config) {
-                Some(Ok(mc)) => layered::node_annotation_image(mc, &decision),
+                Some(Ok(mc)) => layered::node_annotation_image(mc, decision.image.as_deref()),
                 _ => decision.image.clone(),
             };
             Some((

@@ -310,14 +310,17 @@ pub fn decide(
 /// The image for the `currentImage`/`desiredImage` node annotations: the MachineConfig's
 /// non-empty `pre-built-image` annotation (install-time image mode) wins, in both modes; else
 /// the served decision image; else none (no image annotations).
-pub fn node_annotation_image(mc: &MachineConfig, decision: &LayeredDecision) -> Option<String> {
+pub fn node_annotation_image(mc: &MachineConfig, served_image: Option<&str>) -> Option<String> {
     let pre_built = mc
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(annotations::PRE_BUILT_IMAGE))
         .filter(|image| !image.is_empty());
-    pre_built.or(decision.image.as_ref()).cloned()
+    pre_built
+        .map(String::as_str)
+        .or(served_image)
+        .map(str::to_string)
 }
 
 /// The `spec.osImageURL` of the encapsulated MachineConfig: the served image for a layered

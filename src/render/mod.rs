@@ -133,15 +133,16 @@ pub fn render(
     let mut machine_config = (*machine_config).clone();
     migrate_kernel_arguments(&mut config, &mut machine_config, version)?;
     add_controller_config_cas(snapshot, &mut config)?;
-    if let Some(image) = &image {
-        machine_config.spec.os_image_url = image.clone();
+    if let Some(decision) = &decision {
+        machine_config.spec.os_image_url =
+            layered::encapsulated_os_image_url(&machine_config, decision).to_string();
     }
-    let node_image = node_annotation_image(&machine_config, image.as_deref());
+    let node_image = layered::node_annotation_image(&machine_config, image.as_deref());
 
     append_file(
         &mut config,
         NODE_ANNOTATIONS_PATH,
-        node_annotations(&name, node_image).as_bytes(),
+        node_annotations(&name, node_image.as_deref()).as_bytes(),
     );
     append_file(&mut config, KUBECONFIG_PATH, &snapshot.kubeconfig);
     append_file(
@@ -250,22 +251,6 @@ fn layered_decision(
             ))
         }
     }
-}
-
-/// The image written to the node annotations: an install-time `pre-built-image` annotation on
-/// the MachineConfig wins over a resolved layered image, in both modes.
-fn node_annotation_image<'a>(
-    machine_config: &'a MachineConfig,
-    image: Option<&'a str>,
-) -> Option<&'a str> {
-    machine_config
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(annotations::PRE_BUILT_IMAGE))
-        .map(String::as_str)
-        .filter(|pre_built| !pre_built.is_empty())
-        .or(image)
 }
 
 /// Step 3: below spec 3.3 Ignition has no kernel arguments; the daemon applies the MachineConfig's

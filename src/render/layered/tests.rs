@@ -1047,28 +1047,31 @@ fn pre_built_image_annotation_wins_for_node_annotations() {
 
     // The annotation wins in both modes, whatever the decision.
     assert_eq!(
-        node_annotation_image(&annotated, &served).as_deref(),
+        node_annotation_image(&annotated, served.image.as_deref()).as_deref(),
         Some(PRE_BUILT)
     );
     assert_eq!(
-        node_annotation_image(&annotated, &base).as_deref(),
+        node_annotation_image(&annotated, base.image.as_deref()).as_deref(),
         Some(PRE_BUILT)
     );
     assert_eq!(
-        node_annotation_image(&annotated, &bootstrap).as_deref(),
+        node_annotation_image(&annotated, bootstrap.image.as_deref()).as_deref(),
         Some(PRE_BUILT)
     );
     // Without it (or empty), the served image, or nothing.
     assert_eq!(
-        node_annotation_image(&plain, &served).as_deref(),
+        node_annotation_image(&plain, served.image.as_deref()).as_deref(),
         Some(IMAGE)
     );
     assert_eq!(
-        node_annotation_image(&empty_annotation, &served).as_deref(),
+        node_annotation_image(&empty_annotation, served.image.as_deref()).as_deref(),
         Some(IMAGE)
     );
-    assert_eq!(node_annotation_image(&plain, &base), None);
-    assert_eq!(node_annotation_image(&plain, &bootstrap), None);
+    assert_eq!(node_annotation_image(&plain, base.image.as_deref()), None);
+    assert_eq!(
+        node_annotation_image(&plain, bootstrap.image.as_deref()),
+        None
+    );
 
     // The encapsulated MC's osImageURL is the served image, else the MC's own.
     assert_eq!(encapsulated_os_image_url(&annotated, &served), IMAGE);
