@@ -32,17 +32,22 @@ impl<S> StallGuard<S> {
         }
     }
 
-    /// Called when a write is pending: arms the deadline, and fails once it has passed.
-    fn check_stall(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+    /// Passes a write-side poll through: progress disarms the deadline; a pending poll arms it
+    /// and turns into `TimedOut` once it has passed.
+    fn guard<T>(&mut self, cx: &mut Context<'_>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if poll.is_ready() {
+            self.write_deadline = None;
+            return poll;
+        }
         let timeout = self.timeout;
         let deadline = self
             .write_deadline
             .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(Instant::now() + timeout)));
         match deadline.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(io::Error::new(
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!("peer stopped reading for {timeout:?}"),
-            )),
+            ))),
             Poll::Pending => Poll::Pending,
         }
     }
@@ -65,16 +70,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for StallGuard<S> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_write(cx, buf) {
-            Poll::Pending => match this.check_stall(cx) {
-                Poll::Ready(e) => Poll::Ready(Err(e)),
-                Poll::Pending => Poll::Pending,
-            },
-            ready => {
-                this.write_deadline = None;
-                ready
-            }
-        }
+        let poll = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.guard(cx, poll)
     }
 
     fn poll_write_vectored(
@@ -83,16 +80,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for StallGuard<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
-            Poll::Pending => match this.check_stall(cx) {
-                Poll::Ready(e) => Poll::Ready(Err(e)),
-                Poll::Pending => Poll::Pending,
-            },
-            ready => {
-                this.write_deadline = None;
-                ready
-            }
-        }
+        let poll = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.guard(cx, poll)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -101,16 +90,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for StallGuard<S> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_flush(cx) {
-            Poll::Pending => match this.check_stall(cx) {
-                Poll::Ready(e) => Poll::Ready(Err(e)),
-                Poll::Pending => Poll::Pending,
-            },
-            ready => {
-                this.write_deadline = None;
-                ready
-            }
-        }
+        let poll = Pin::new(&mut this.inner).poll_flush(cx);
+        this.guard(cx, poll)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
