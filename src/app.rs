@@ -44,6 +44,7 @@ pub async fn run(cli: Cli) -> Result<(), RunError> {
         Command::Start(_) => Err(RunError::Usage(UsageError(
             "start: cluster mode is not available yet".into(),
         ))),
+        Command::Explain(ref flags) => crate::explain::run(flags).await,
     }
 }
 

@@ -96,6 +96,8 @@ pub enum Command {
     Bootstrap(BootstrapFlags),
     /// Serve from the cluster's MachineConfigPools (in-cluster DaemonSet).
     Start(StartFlags),
+    /// Print what the server would serve for a pool, and why, without serving anything.
+    Explain(ExplainFlags),
     /// Print the version and exit.
     Version,
 }
@@ -127,6 +129,80 @@ pub struct StartFlags {
     /// Directory with the node bootstrap token (`token`) and CA (`ca.crt`).
     #[arg(long, default_value = "/etc/mcs/bootstrap-token")]
     pub bootstrap_token_dir: PathBuf,
+}
+
+/// `explain` flags: the source flags of `bootstrap` or `start`, plus what to explain.
+///
+/// Exactly one of `--server-basedir` (bootstrap mode), `--kubeconfig` or `--in-cluster`
+/// (cluster mode) chooses the source. The serving flags (ports, TLS, access) are ignored.
+#[derive(Debug, Args)]
+#[command(group(
+    clap::ArgGroup::new("source")
+        .required(true)
+        .args(["server_basedir", "kubeconfig", "in_cluster"])
+))]
+pub struct ExplainFlags {
+    /// The pool to explain, as a node asks for it in `/config/POOL`.
+    #[arg(long)]
+    pub pool: String,
+    /// Bootstrap mode: the base directory `bootstrap --server-basedir` serves.
+    #[arg(long, value_name = "DIR")]
+    pub server_basedir: Option<PathBuf>,
+    /// Bootstrap mode: the kubeconfig served to nodes (must exist, as for `bootstrap`).
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "/etc/kubernetes/kubeconfig",
+        conflicts_with_all = ["kubeconfig", "in_cluster"]
+    )]
+    pub bootstrap_kubeconfig: PathBuf,
+    /// Bootstrap mode: registry CA certificates, NAME=FILE as for `bootstrap`. Repeatable.
+    #[arg(
+        long = "bootstrap-certs",
+        value_name = "NAME=FILE",
+        conflicts_with_all = ["kubeconfig", "in_cluster"]
+    )]
+    pub bootstrap_certs: Vec<String>,
+    /// Cluster mode: kubeconfig to reach the cluster.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Cluster mode with the in-cluster configuration (inside a machine-config-server pod).
+    #[arg(long)]
+    pub in_cluster: bool,
+    /// Cluster mode: API server URL written into the served kubeconfig, as for `start`.
+    #[arg(long, default_value = "", conflicts_with = "server_basedir")]
+    pub apiserver_url: String,
+    /// Cluster mode: directory with the node bootstrap token (`token`) and CA (`ca.crt`).
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "/etc/mcs/bootstrap-token",
+        conflicts_with = "server_basedir"
+    )]
+    pub bootstrap_token_dir: PathBuf,
+    /// Cluster mode: seconds to wait for every watch cache to sync before answering 503.
+    #[arg(long, default_value_t = 30, conflicts_with = "server_basedir")]
+    pub timeout_seconds: u64,
+    /// The request's Accept header, negotiated exactly as the server does. Default: the
+    /// header of a current Ignition (newest spec).
+    #[arg(long, value_name = "HEADER", conflicts_with = "spec")]
+    pub accept: Option<String>,
+    /// Serve this Ignition spec version instead of negotiating one (e.g. 3.4.0).
+    #[arg(long, value_name = "VERSION")]
+    pub spec: Option<String>,
+    /// Report format.
+    #[arg(long, value_enum, default_value_t = ExplainOutput::Text)]
+    pub output: ExplainOutput,
+    /// Also write the exact bytes that would be served to FILE (only when they would be).
+    #[arg(long, value_name = "FILE")]
+    pub write_config: Option<PathBuf>,
+}
+
+/// `explain --output`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExplainOutput {
+    Text,
+    Json,
 }
 
 /// A flag or file problem found before start-up.
@@ -255,5 +331,38 @@ mod tests {
         .unwrap();
         assert_eq!(cli.root.secure_port, 0);
         assert!(matches!(cli.command, Command::Bootstrap(ref b) if b.bootstrap_certs.len() == 2));
+    }
+
+    #[test]
+    fn explain_takes_exactly_one_source() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(
+                ["machine-config-server", "explain", "--pool", "master"]
+                    .iter()
+                    .chain(args),
+            )
+        };
+        let cli = parse(&["--server-basedir", "d", "--bootstrap-certs", "a=b"]).unwrap();
+        assert!(
+            matches!(cli.command, Command::Explain(ref e) if e.server_basedir.is_some() && e.bootstrap_certs.len() == 1)
+        );
+        let cli = parse(&["--kubeconfig", "k", "--apiserver-url", "https://a:6443"]).unwrap();
+        assert!(
+            matches!(cli.command, Command::Explain(ref e) if e.kubeconfig.is_some() && e.output == ExplainOutput::Text)
+        );
+        assert!(parse(&["--in-cluster", "--output", "json"]).is_ok());
+        for bad in [
+            &[][..],
+            &["--server-basedir", "d", "--kubeconfig", "k"],
+            &["--kubeconfig", "k", "--in-cluster"],
+            &["--kubeconfig", "k", "--bootstrap-kubeconfig", "x"],
+            &["--in-cluster", "--bootstrap-certs", "a=b"],
+            &["--server-basedir", "d", "--apiserver-url", "https://a"],
+            &["--server-basedir", "d", "--bootstrap-token-dir", "t"],
+            &["--server-basedir", "d", "--accept", "x", "--spec", "3.4.0"],
+        ] {
+            let error = parse(bad).expect_err(&format!("{bad:?} must be refused"));
+            assert!(error.use_stderr(), "{bad:?}: a usage error (exit 64)");
+        }
     }
 }

@@ -11,11 +11,13 @@
 //! - [`mcn`]: MachineConfigNode publisher (cluster mode).
 //! - [`metrics`], [`telemetry`]: Prometheus registry and tracing set-up.
 //! - [`cli`], [`app`]: command line, validation, start-up and shutdown wiring.
+//! - [`explain`]: the `explain` subcommand: what would be served for a pool, and why.
 
 pub mod api;
 pub mod app;
 pub mod cache;
 pub mod cli;
+pub mod explain;
 pub mod ignition;
 pub mod mcn;
 pub mod metrics;

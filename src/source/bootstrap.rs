@@ -59,12 +59,7 @@ pub fn start(
     settings: BootstrapSettings,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<BootstrapSource, BootstrapError> {
-    let kubeconfig =
-        fs::read(&settings.kubeconfig).map_err(|source| BootstrapError::Kubeconfig {
-            path: settings.kubeconfig.clone(),
-            source,
-        })?;
-    let mut last_kubeconfig: Arc<[u8]> = Arc::from(kubeconfig);
+    let mut last_kubeconfig = read_kubeconfig(&settings)?;
     let (mut fingerprint, mut snapshot) = load(&settings, 1, &mut last_kubeconfig);
     log_problems(&snapshot);
     let (tx, rx) = watch::channel(Arc::new(snapshot.clone()));
@@ -110,6 +105,24 @@ pub fn start(
         snapshots: rx,
         task,
     })
+}
+
+/// Read the base directory once into a snapshot (generation 1), as [`start`] does before it
+/// starts polling: the kubeconfig must exist, every other problem is kept in the snapshot. For
+/// callers that need one consistent view and no polling (`explain`).
+pub fn load_once(settings: &BootstrapSettings) -> Result<Snapshot, BootstrapError> {
+    let mut kubeconfig = read_kubeconfig(settings)?;
+    Ok(load(settings, 1, &mut kubeconfig).1)
+}
+
+/// The bootstrap kubeconfig, required at start as the original does.
+fn read_kubeconfig(settings: &BootstrapSettings) -> Result<Arc<[u8]>, BootstrapError> {
+    fs::read(&settings.kubeconfig)
+        .map(Arc::from)
+        .map_err(|source| BootstrapError::Kubeconfig {
+            path: settings.kubeconfig.clone(),
+            source,
+        })
 }
 
 /// Metadata of every file a snapshot depends on; a different value means "reload".
