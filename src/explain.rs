@@ -188,7 +188,14 @@ pub fn explain(
         SpecRequest::Accept(header) => (Some(header.clone()), accept::negotiate(Some(header))),
         SpecRequest::Exact(version) => (None, Ok(*version)),
     };
-    let (pool_found, pool_problem) = pool_state(snapshot, pool);
+    let (pool_found, pool_problem) = if ready {
+        pool_state(snapshot, pool)
+    } else {
+        (
+            false,
+            Some("unknown: the watch caches have not synced".to_string()),
+        )
+    };
     let mut explanation = Explanation {
         mode: mode_name(snapshot.mode),
         source,
@@ -545,6 +552,7 @@ pub fn format_text(e: &Explanation) -> String {
     };
     let pool_state = match (&e.pool_problem, e.pool_found) {
         (None, _) => "found".to_string(),
+        (Some(problem), false) if problem.starts_with("unknown") => problem.clone(),
         (Some(problem), true) => format!("found but unusable: {problem}"),
         (Some(problem), false) => format!("not found: {problem}"),
     };
@@ -646,7 +654,9 @@ fn layered_text(e: &Explanation) -> String {
     };
     detail("MachineOSConfig", &decision.machine_os_config);
     detail("MachineOSBuild", &decision.machine_os_build);
-    detail("build image", &decision.build_image);
+    if decision.build_image != decision.image {
+        detail("build image", &decision.build_image);
+    }
     detail("validated by node", &decision.validated_by);
     let head = match &decision.image {
         Some(image) => format!("layered image {image}"),
