@@ -224,10 +224,7 @@ pub fn explain(
     let outcome = match pool_path::parse(&format!("/config/{pool}")) {
         Err(e) => Err((e.status(), error_report("invalid_pool_path", &e))),
         Ok(_) => match negotiated {
-            Err(e) => Err((
-                StatusCode::BAD_REQUEST,
-                error_report("unsupported_version", &e),
-            )),
+            Err(e) => Err((StatusCode::BAD_REQUEST, error_report(e.kind(), &e))),
             Ok(_) if !ready => {
                 let e = RenderError::NotReady;
                 Err((server::status_for(&e), error_report(e.kind(), &e)))
@@ -1248,6 +1245,29 @@ mod tests {
         );
         assert!(text.contains("6 (in served order)"), "{text}");
         assert!(text.contains("spec.kernelArguments: nosmt"), "{text}");
+    }
+
+    #[test]
+    fn kernel_arguments_are_read_back_where_the_node_gets_them() {
+        let mut snapshot = cluster_snapshot(0);
+        let mut machine_config = (*machine_config("rendered-worker-old", &["nosmt"])).clone();
+        if let Some(config) = machine_config.spec.config.as_mut() {
+            config["kernelArguments"] = json!({"shouldExist": ["mitigations=off"]});
+        }
+        snapshot
+            .machine_configs
+            .insert("rendered-worker-old".into(), Ok(Arc::new(machine_config)));
+
+        let newest = explain_worker(&snapshot, true, &SpecRequest::Exact(SpecVersion::V3_5));
+        let k = newest.explanation.served.expect("served").kernel_arguments;
+        assert_eq!(k.ignition_should_exist, vec!["mitigations=off"]);
+        assert_eq!(k.machine_config, vec!["nosmt"]);
+
+        // Below 3.3 Ignition has no kernel arguments: the server moves them to the MachineConfig.
+        let old = explain_worker(&snapshot, true, &SpecRequest::Exact(SpecVersion::V3_2));
+        let k = old.explanation.served.expect("served").kernel_arguments;
+        assert!(k.ignition_should_exist.is_empty());
+        assert_eq!(k.machine_config, vec!["nosmt", "mitigations=off"]);
     }
 
     #[test]
