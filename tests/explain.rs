@@ -294,6 +294,40 @@ fn realistic_master_marks_the_files_the_server_adds() {
 }
 
 #[test]
+fn registry_certificates_are_listed_as_appended() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = dir.path().join("bootstrap");
+    mcs::copy_dir(Path::new(EXAMPLE), &base);
+    let cert = "-----BEGIN CERTIFICATE-----\nREGISTRY CA\n-----END CERTIFICATE-----\n";
+    std::fs::create_dir_all(base.join("certs")).expect("mkdir");
+    std::fs::write(base.join("certs/registry.pem"), cert).expect("cert");
+    let base = base.to_str().expect("utf-8");
+    let args = [
+        "--pool",
+        "master",
+        "--bootstrap-certs",
+        "registry.example:5000=certs/registry.pem",
+    ];
+    let run = explain_bootstrap(base, &args);
+    run.assert_code(0);
+    let path = "/etc/docker/certs.d/registry.example:5000/ca.crt";
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.contains(path))
+        .unwrap_or_else(|| panic!("{path} not listed:\n{}", run.stdout));
+    assert!(line.contains("[appended by server: registry CA]"), "{line}");
+    assert!(line.contains(&format!(" {}  {path}", cert.len())), "{line}");
+
+    // Before the encapsulated MachineConfig, as the original appends them.
+    let json = explain_bootstrap(base, &[&args[..], &["--output", "json"]].concat());
+    json.assert_code(0);
+    let appended = appended(&json.json());
+    assert_eq!(appended[appended.len() - 2], path);
+    assert_eq!(appended[appended.len() - 1], ENCAPSULATED);
+}
+
+#[test]
 fn worker_in_bootstrap_mode_explains_the_500() {
     for base in [EXAMPLE, REALISTIC] {
         let dir = tempfile::tempdir().expect("tempdir");
