@@ -136,6 +136,9 @@ pub struct StartFlags {
 /// Exactly one of `--server-basedir` (bootstrap mode), `--kubeconfig` or `--in-cluster`
 /// (cluster mode) chooses the source. The serving flags (ports, TLS, access) are ignored.
 #[derive(Debug, Args)]
+#[command(
+    next_help_heading = "Explain options (of the options above, only --log-format and -v apply)"
+)]
 #[command(group(
     clap::ArgGroup::new("source")
         .required(true)
@@ -169,7 +172,7 @@ pub struct ExplainFlags {
     /// Cluster mode with the in-cluster configuration (inside a machine-config-server pod).
     #[arg(long)]
     pub in_cluster: bool,
-    /// Cluster mode: API server URL written into the served kubeconfig, as for `start`.
+    /// Cluster mode (required): API server URL written into the served kubeconfig, as `start`.
     #[arg(long, default_value = "", conflicts_with = "server_basedir")]
     pub apiserver_url: String,
     /// Cluster mode: directory with the node bootstrap token (`token`) and CA (`ca.crt`).
