@@ -53,6 +53,12 @@ pub(crate) fn first_difference(expected: &Value, actual: &Value, path: &str) -> 
             for (key, e_member) in e {
                 let member_path = join_key(path, key);
                 match a.get(key) {
+                    // A missing object: name the first member inside it that went missing.
+                    None if e_member.is_object() => {
+                        let empty = Value::Object(Map::new());
+                        return first_difference(e_member, &empty, &member_path)
+                            .or(Some(member_path));
+                    }
                     None => return Some(member_path),
                     Some(a_member) => {
                         if let Some(found) = first_difference(e_member, a_member, &member_path) {
@@ -104,7 +110,7 @@ mod tests {
         let a = json!({"storage": {"luks": [{"name": "x"}]}});
         assert_eq!(
             first_difference(&e, &a, "").as_deref(),
-            Some("storage.luks[0].cex")
+            Some("storage.luks[0].cex.enabled")
         );
         assert_eq!(first_difference(&e, &e, ""), None);
         assert_eq!(

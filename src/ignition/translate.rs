@@ -425,3 +425,77 @@ fn through<T: DeserializeOwned + Serialize>(value: &Value) -> Result<Value, Stri
     strip_empty(&mut back);
     Ok(back)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cfg(value: Value) -> Config {
+        serde_json::from_value(value).expect("3.5 shape")
+    }
+
+    #[test]
+    fn guard_refuses_fields_the_target_cannot_carry() {
+        // Without the hop's checks, shaping a LUKS config as 3.1 must not drop it silently.
+        let c = cfg(json!({"ignition": {"version": "3.1.0"},
+            "storage": {"luks": [{"name": "x", "device": "/dev/sda"}]}}));
+        assert_eq!(
+            shape_3x(&c, SpecVersion::V3_1),
+            Err(TranslateError::Dropped {
+                target: SpecVersion::V3_1,
+                field: "storage.luks".into()
+            })
+        );
+        let kargs = cfg(json!({"ignition": {"version": "3.2.0"},
+            "kernelArguments": {"shouldExist": ["a"]}}));
+        assert_eq!(
+            shape_3x(&kargs, SpecVersion::V3_2).map_err(|e| e.field().to_string()),
+            Err("kernelArguments.shouldExist".to_string())
+        );
+    }
+
+    #[test]
+    fn hop_3_3_to_3_2_restructures_clevis_raid_and_links() {
+        let c = cfg(json!({"ignition": {"version": "3.5.0"}, "storage": {
+            "luks": [{"name": "x", "device": "/dev/sda",
+                      "clevis": {"custom": {"pin": "tpm2", "config": "{}"}}},
+                     {"name": "y", "device": "/dev/sdb", "clevis": {"custom": {"needsNetwork": false}}}],
+            "raid": [{"name": "md0", "level": "raid1", "devices": ["/dev/vda", "/dev/vdb"]}],
+            "links": [{"path": "/etc/l", "target": "/etc/t"}]}}));
+        let out = to_value_as(&c, SpecVersion::V3_2).expect("3.2");
+        assert_eq!(
+            out["storage"]["luks"][0]["clevis"],
+            json!({"custom": {"pin": "tpm2", "config": "{}"}})
+        );
+        // 3.2's custom pin block has plain strings: an all-default block says so.
+        assert_eq!(
+            out["storage"]["luks"][1]["clevis"],
+            json!({"custom": {"config": "", "pin": "", "needsNetwork": false}})
+        );
+        assert_eq!(out["storage"]["raid"][0]["level"], "raid1");
+        assert_eq!(out["storage"]["links"][0]["target"], "/etc/t");
+        for older in [SpecVersion::V3_1, SpecVersion::V3_0, SpecVersion::V2_2] {
+            assert_eq!(
+                to_value_as(&c, older).map_err(|e| e.field().to_string()),
+                Err("storage.luks".to_string())
+            );
+        }
+    }
+
+    #[test]
+    fn every_hop_names_its_target_and_keeps_the_version_string() {
+        let c = crate::ignition::empty_config();
+        for target in SpecVersion::ALL {
+            let value = to_value_as(&c, target).expect("empty config translates");
+            assert_eq!(value["ignition"]["version"], target.as_str());
+        }
+        let mut wrong = crate::ignition::empty_config();
+        wrong.ignition.version = "3.4.0".into();
+        let e = to_value_as(&wrong, SpecVersion::V3_3).unwrap_err();
+        assert_eq!(
+            (e.target(), e.kind(), e.field()),
+            (SpecVersion::V3_3, "version", "ignition.version")
+        );
+    }
+}

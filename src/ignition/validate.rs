@@ -948,7 +948,7 @@ fn partitions_overlap(parts: &[t::Partition]) -> Option<usize> {
         if size == 0 {
             start
         } else {
-            start.saturating_add(size) - 1
+            start.saturating_add(size).saturating_sub(1)
         }
     };
     for p in parts {

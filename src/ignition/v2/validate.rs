@@ -306,7 +306,7 @@ fn partitions(r: &mut Report, path: &str, parts: &[Partition]) {
         if p.size == 0 {
             p.start
         } else {
-            p.start + p.size - 1
+            p.start.saturating_add(p.size).saturating_sub(1)
         }
     };
     let overlap = parts.iter().filter(|p| p.start != 0).any(|p| {
