@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use machine_config_server::cache::PayloadCache;
-use machine_config_server::mcn::{self, PublisherInputs, PublisherSettings, ServedLog};
+use machine_config_server::mcn::{self, ServedLog};
 use machine_config_server::metrics::{Metrics, PoolStatusBoard};
 use machine_config_server::render::layered::DecisionTracker;
 use machine_config_server::server::access::AccessPolicy;
@@ -41,6 +41,7 @@ const LEASE_NAMESPACE: &str = "openshift-machine-config-operator";
 const LEASE_NAME: &str = "machine-config-server-mcn-publisher";
 const LEASE_DURATION: Duration = Duration::from_millis(2000);
 const RENEW_PERIOD: Duration = Duration::from_millis(300);
+const RESYNC: Duration = Duration::from_millis(300);
 
 const WORKER_RENDERED: &str = "rendered-worker-0a1b2c3d4e5f60718293a4b5c6d7e8f9";
 const MASTER_RENDERED: &str = "rendered-master-11223344556677889900aabbccddeeff";
@@ -178,16 +179,21 @@ fn daemon_annotations(rendered: &str) -> Value {
     })
 }
 
-fn settings(identity: &str) -> PublisherSettings {
-    let mut settings = PublisherSettings::new(identity);
-    settings.lease.lease_duration = LEASE_DURATION;
-    settings.lease.renew_period = RENEW_PERIOD;
-    settings.lease.renew_deadline = Duration::from_millis(1200);
-    settings.lease.retry_period = Duration::from_millis(200);
-    settings.reconcile.resync = Duration::from_millis(300);
-    settings.reconcile.retry_initial = Duration::from_millis(100);
-    settings.reconcile.cache_grace = Duration::from_secs(2);
-    settings
+/// Short leases and resyncs so that elections and failovers take a second or two.
+fn test_timing() -> std::collections::HashMap<&'static str, String> {
+    std::collections::HashMap::from([
+        (
+            mcn::ENV_LEASE_DURATION_MS,
+            LEASE_DURATION.as_millis().to_string(),
+        ),
+        (
+            mcn::ENV_RENEW_PERIOD_MS,
+            RENEW_PERIOD.as_millis().to_string(),
+        ),
+        (mcn::ENV_RENEW_DEADLINE_MS, "1200".to_string()),
+        (mcn::ENV_RETRY_PERIOD_MS, "200".to_string()),
+        (mcn::ENV_RESYNC_MS, RESYNC.as_millis().to_string()),
+    ])
 }
 
 /// One server process as `machine-config-server start` runs it, in-process.
@@ -256,24 +262,24 @@ impl Replica {
             },
         ));
 
-        let publisher = mcn::start(
-            source.client.clone(),
-            settings(identity),
-            PublisherInputs {
-                snapshots: source.snapshots.clone(),
-                ready: source.ready.clone(),
-            },
+        // As `start` wires it: identity from the host name, timing from MCS_MCN_*_MS.
+        let timing = test_timing();
+        let publisher = mcn::start_for_cluster(
+            &source,
             served,
             metrics.clone(),
+            identity,
+            |key| timing.get(key).cloned(),
             shutdown_rx,
-        );
+        )
+        .expect("valid timing overrides");
         let mut ready = source.ready.clone();
         tokio::time::timeout(DEADLINE, ready.wait_for(|ready| *ready))
             .await
             .expect("cluster source ready in time")
             .expect("cluster source running");
         Replica {
-            identity: settings(identity).lease.identity,
+            identity: mcn::identity(identity),
             http,
             leading: publisher.leading.clone(),
             metrics,
@@ -620,7 +626,7 @@ async fn an_mcn_written_by_someone_else_is_left_alone() {
     add_node(&api, &node("worker-6", &["worker"], "10.0.0.26", json!({})));
     eventually("worker-6's MCN", || mcn_with_status(&api, "worker-6")).await;
     // And one resync later (the served record is re-read on every pass).
-    tokio::time::sleep(settings("x").reconcile.resync * 2).await;
+    tokio::time::sleep(RESYNC * 2).await;
 
     let after = api.get(KIND, None, "worker-5").unwrap();
     assert_eq!(
@@ -671,6 +677,51 @@ async fn the_mcn_of_a_deleted_node_is_deleted() {
         api.get(KIND, None, "worker-7").is_none().then_some(())
     })
     .await;
+    // The writes and reads the publisher made are exactly those config/deploy/rbac.yaml grants.
+    let mut calls: Vec<(String, String, String)> = api
+        .requests()
+        .into_iter()
+        .filter(|r| !matches!(r.verb.as_str(), "list" | "watch"))
+        .filter(|r| {
+            matches!(
+                r.resource.as_str(),
+                "machineconfignodes" | "nodes" | "leases"
+            )
+        })
+        .map(|r| (r.resource, r.subresource.unwrap_or_default(), r.verb))
+        .collect();
+    calls.sort();
+    calls.dedup();
+    let granted = |resource: &str, subresource: &str, verb: &str| {
+        (
+            resource.to_string(),
+            subresource.to_string(),
+            verb.to_string(),
+        )
+    };
+    let rules = [
+        granted("leases", "", "create"),
+        granted("leases", "", "get"),
+        granted("leases", "", "update"),
+        granted("machineconfignodes", "", "delete"),
+        granted("machineconfignodes", "", "patch"),
+        granted("machineconfignodes", "status", "patch"),
+        granted("nodes", "", "get"),
+    ];
+    for call in &calls {
+        assert!(
+            rules.contains(call),
+            "{call:?} is not granted by config/deploy/rbac.yaml"
+        );
+    }
+    for used in [
+        granted("machineconfignodes", "", "delete"),
+        granted("machineconfignodes", "", "patch"),
+        granted("machineconfignodes", "status", "patch"),
+        granted("nodes", "", "get"),
+    ] {
+        assert!(calls.contains(&used), "{used:?} was not used: {calls:?}");
+    }
     eventually("both deletions counted", || {
         replica
             .metrics
@@ -790,7 +841,7 @@ async fn a_stale_lease_is_taken_only_after_it_expires_and_a_lost_lease_stops_pub
         &api,
         &node("worker-10", &["worker"], "10.0.0.30", json!({})),
     );
-    tokio::time::sleep(settings("x").reconcile.resync * 3).await;
+    tokio::time::sleep(RESYNC * 3).await;
     assert!(api.get(KIND, None, "worker-10").is_none());
     replica.stop().await;
 }

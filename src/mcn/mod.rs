@@ -168,6 +168,32 @@ pub fn start(
     }
 }
 
+/// The one call `machine-config-server start` makes once its cluster source runs: starts the
+/// publisher on the source's snapshots and client, with this replica's identity (`host`: the
+/// pod or machine name) and the `MCS_MCN_*_MS` timing overrides found by `env` (start-up glue
+/// passes `|k| std::env::var(k).ok()`). An invalid override is an error naming the variable.
+pub fn start_for_cluster(
+    source: &crate::source::cluster::ClusterSource,
+    served: ServedLog,
+    metrics: Arc<Metrics>,
+    host: &str,
+    env: impl Fn(&str) -> Option<String>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Publisher, String> {
+    let settings = PublisherSettings::new(identity(host)).with_overrides(env)?;
+    Ok(start(
+        source.client.clone(),
+        settings,
+        PublisherInputs {
+            snapshots: source.snapshots.clone(),
+            ready: source.ready.clone(),
+        },
+        served,
+        metrics,
+        shutdown,
+    ))
+}
+
 /// This replica's lease identity: `<host name>_<process id>`. `host` is the pod's or machine's
 /// name (start-up glue reads it); an empty one falls back to `unknown`.
 pub fn identity(host: &str) -> String {
