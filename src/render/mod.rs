@@ -192,8 +192,8 @@ fn select_machine_config(
             }
             let pool_object = match snapshot.pools.get(pool) {
                 None => return Err(RenderError::NotFound(format!("pool {pool:?} not found"))),
-                Some(Err(LoadError::NotFound(what))) => {
-                    return Err(RenderError::NotFound(what.clone()))
+                Some(Err(e @ LoadError::NotFound(_))) => {
+                    return Err(RenderError::NotFound(format!("pool {pool:?}: {e}")))
                 }
                 Some(Err(e)) => return Err(RenderError::InvalidInput(e.to_string())),
                 Some(Ok(p)) => p,
@@ -207,7 +207,9 @@ fn select_machine_config(
                 None => Err(RenderError::NotFound(format!(
                     "machine config {name:?} of pool {pool:?} not found"
                 ))),
-                Some(Err(LoadError::NotFound(what))) => Err(RenderError::NotFound(what.clone())),
+                Some(Err(e @ LoadError::NotFound(_))) => Err(RenderError::NotFound(format!(
+                    "machine config {name:?} of pool {pool:?}: {e}"
+                ))),
                 Some(Err(e)) => Err(RenderError::InvalidInput(e.to_string())),
                 Some(Ok(mc)) => Ok(mc.clone()),
             }
