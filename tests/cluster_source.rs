@@ -4,27 +4,29 @@
 //! and missing APIs. The real objects come from `shared/fixtures/bootstrap-realistic`.
 //! (The same behaviour through the binary and HTTP is in `cluster_http.rs`.)
 
+#[path = "cluster_support/mod.rs"]
+mod cluster_support;
 mod support;
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use cluster_support::{
+    copy_rendered_config, load_realistic_cluster, token_dir, APISERVER_URL, FILE_CA,
+    WORKER_RENDERED,
+};
 use machine_config_server::snapshot::{Mode, Snapshot};
 use machine_config_server::source::cluster::{
     self, ClusterObserver, ClusterSettings, ClusterSource,
 };
-use serde_json::{json, Value};
+use serde_json::json;
 use support::fake_apiserver::{FakeApiServer, Options};
 use tokio::sync::oneshot;
 
 const DEADLINE: Duration = Duration::from_secs(30);
 /// The promise for pool changes.
 const WITHIN_A_SECOND: Duration = Duration::from_secs(1);
-const APISERVER_URL: &str = "https://api-int.example.com:6443";
-const WORKER_RENDERED: &str = "rendered-worker-b033493ef893b9bb15e0abffef041a08";
-const FILE_CA: &str = "-----BEGIN CERTIFICATE-----\nFILE CA\n-----END CERTIFICATE-----\n";
 
 /// Records what the source reports.
 #[derive(Default)]
@@ -73,9 +75,7 @@ impl Harness {
     fn new(options: Options) -> Harness {
         let api = FakeApiServer::start(options);
         load_realistic_cluster(&api);
-        let token_dir = tempfile::tempdir().unwrap();
-        std::fs::write(token_dir.path().join("token"), "token-1").unwrap();
-        std::fs::write(token_dir.path().join("ca.crt"), FILE_CA).unwrap();
+        let token_dir = token_dir();
         Harness {
             api,
             source: None,
@@ -160,54 +160,6 @@ impl Harness {
     }
 }
 
-fn fixture_dir() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/bootstrap-realistic")
-}
-
-/// The realistic MachineConfigs, pools and ControllerConfig, plus the image registry's
-/// Service and Route and the `kubeconfig-data` ConfigMap without a CA bundle.
-fn load_realistic_cluster(api: &FakeApiServer) {
-    // The installer's bootstrap copy omits fields the cluster's CRD requires; the operator
-    // fills them in the cluster.
-    let path = fixture_dir().join("controller-config/machine-config-controller.yaml");
-    let mut controller_config: Value =
-        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let spec = controller_config["spec"].as_object_mut().unwrap();
-    for (field, value) in [
-        ("additionalTrustBundle", json!("")),
-        ("cloudProviderCAData", json!("")),
-        (
-            "dns",
-            json!({"apiVersion": "config.openshift.io/v1", "kind": "DNS", "spec": {"baseDomain": "example.com"}}),
-        ),
-        ("network", json!({"mtuMigration": {}})),
-        ("proxy", json!({})),
-    ] {
-        let slot = spec.entry(field).or_insert(Value::Null);
-        if slot.is_null() {
-            *slot = value;
-        }
-    }
-    api.apply_object(&controller_config).unwrap();
-    for dir in ["machine-configs", "machine-pools"] {
-        if let Err(e) = api.load_yaml_dir(fixture_dir().join(dir)) {
-            panic!("loading {dir}: {e}");
-        }
-    }
-    api.apply_object(&json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "image-registry", "namespace": "openshift-image-registry"},
-        "spec": {"ports": [{"name": "5000-tcp", "port": 5000, "protocol": "TCP"}]}
-    }))
-    .unwrap();
-    api.apply_object(&json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "kubeconfig-data", "namespace": "openshift-machine-config-operator"},
-        "data": {"unrelated": "value"}
-    }))
-    .unwrap();
-}
-
 fn served_config(snapshot: &Snapshot, pool: &str) -> String {
     match snapshot.pools.get(pool) {
         Some(Ok(pool)) => pool.served_config_name().to_string(),
@@ -217,34 +169,13 @@ fn served_config(snapshot: &Snapshot, pool: &str) -> String {
 
 /// (token, CA bytes) of the snapshot's kubeconfig.
 fn kubeconfig_parts(snapshot: &Snapshot) -> (String, Vec<u8>) {
-    use base64::Engine as _;
-    let kubeconfig: serde_yaml::Value = serde_yaml::from_slice(&snapshot.kubeconfig).unwrap();
-    let token = kubeconfig["users"][0]["user"]["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let ca = kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]
-        .as_str()
-        .unwrap();
-    let ca = base64::engine::general_purpose::STANDARD
-        .decode(ca)
-        .unwrap();
-    assert_eq!(
-        kubeconfig["clusters"][0]["cluster"]["server"].as_str(),
-        Some(APISERVER_URL)
-    );
+    let (server, token, ca) = cluster_support::kubeconfig_parts(&snapshot.kubeconfig);
+    assert_eq!(server, APISERVER_URL);
     (token, ca)
 }
 
-/// A copy of the worker's rendered config under another name.
 fn new_rendered_config(api: &FakeApiServer, name: &str) {
-    let mut mc = api
-        .get("MachineConfig", None, WORKER_RENDERED)
-        .expect("worker rendered config");
-    let meta = mc["metadata"].as_object_mut().unwrap();
-    meta.retain(|k, _| k == "name" || k == "annotations" || k == "labels");
-    meta.insert("name".into(), Value::from(name));
-    api.apply_object(&mc).unwrap();
+    copy_rendered_config(api, WORKER_RENDERED, name);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -376,8 +307,7 @@ async fn token_and_ca_rotation_is_picked_up() {
 
     // The secret volume is updated (atomically, like the kubelet's symlink swap).
     let dir = harness.token_dir.path();
-    std::fs::write(dir.join("token.new"), "token-2").unwrap();
-    std::fs::rename(dir.join("token.new"), dir.join("token")).unwrap();
+    cluster_support::replace_file(&dir.join("token"), b"token-2");
     harness
         .wait_snapshot("the rotated token", DEADLINE, |s| {
             kubeconfig_parts(s).0 == "token-2"

@@ -1,0 +1,115 @@
+//! Cluster fixtures shared by the `cluster_*` tests: the realistic cluster (the installer's
+//! rendered MachineConfigs, pools and ControllerConfig from `shared/fixtures/bootstrap-realistic`,
+//! completed as the operator completes them in a cluster), loaded into the fake API server, and
+//! a node-bootstrapper token directory.
+//!
+//! Include with `#[path = "cluster_support/mod.rs"] mod cluster_support;` after `mod support;`.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::support::fake_apiserver::FakeApiServer;
+
+/// `--apiserver-url` of every test.
+pub const APISERVER_URL: &str = "https://api-int.example.com:6443";
+/// The worker pool's rendered config in the fixture.
+pub const WORKER_RENDERED: &str = "rendered-worker-b033493ef893b9bb15e0abffef041a08";
+/// The master pool's rendered config in the fixture.
+pub const MASTER_RENDERED: &str = "rendered-master-debfb7e8dc78d7bb874cdfefd71e66d1";
+/// `ca.crt` of the token directory.
+pub const FILE_CA: &str = "-----BEGIN CERTIFICATE-----\nFILE CA\n-----END CERTIFICATE-----\n";
+/// `token` of the token directory at start.
+pub const FIRST_TOKEN: &str = "token-1";
+pub const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
+
+pub fn fixture_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/bootstrap-realistic")
+}
+
+/// The realistic MachineConfigs, pools and ControllerConfig, plus the image registry's
+/// Service and the `kubeconfig-data` ConfigMap without a CA bundle.
+pub fn load_realistic_cluster(api: &FakeApiServer) {
+    // The installer's bootstrap copy leaves fields the cluster's CRD requires null; the
+    // operator fills them in the cluster.
+    let path = fixture_dir().join("controller-config/machine-config-controller.yaml");
+    let mut controller_config: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let spec = controller_config["spec"].as_object_mut().unwrap();
+    for (field, value) in [
+        ("additionalTrustBundle", json!("")),
+        ("cloudProviderCAData", json!("")),
+        (
+            "dns",
+            json!({"apiVersion": "config.openshift.io/v1", "kind": "DNS",
+                   "spec": {"baseDomain": "example.com"}}),
+        ),
+        ("network", json!({"mtuMigration": {}})),
+        ("proxy", json!({})),
+    ] {
+        let slot = spec.entry(field).or_insert(Value::Null);
+        if slot.is_null() {
+            *slot = value;
+        }
+    }
+    api.apply_object(&controller_config).unwrap();
+    for dir in ["machine-configs", "machine-pools"] {
+        if let Err(e) = api.load_yaml_dir(fixture_dir().join(dir)) {
+            panic!("loading {dir}: {e}");
+        }
+    }
+    api.apply_object(&json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "image-registry", "namespace": "openshift-image-registry"},
+        "spec": {"ports": [{"name": "5000-tcp", "port": 5000, "protocol": "TCP"}]}
+    }))
+    .unwrap();
+    api.apply_object(&json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "kubeconfig-data", "namespace": MCO_NAMESPACE},
+        "data": {"unrelated": "value"}
+    }))
+    .unwrap();
+}
+
+/// A copy of `from` (a rendered config) under the name `name`.
+pub fn copy_rendered_config(api: &FakeApiServer, from: &str, name: &str) {
+    let mut mc = api
+        .get("MachineConfig", None, from)
+        .unwrap_or_else(|| panic!("rendered config {from}"));
+    let meta = mc["metadata"].as_object_mut().unwrap();
+    meta.retain(|k, _| k == "name" || k == "annotations" || k == "labels");
+    meta.insert("name".into(), Value::from(name));
+    api.apply_object(&mc).unwrap();
+}
+
+/// A token directory with `token` = [`FIRST_TOKEN`] and `ca.crt` = [`FILE_CA`].
+pub fn token_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("token"), FIRST_TOKEN).unwrap();
+    std::fs::write(dir.path().join("ca.crt"), FILE_CA).unwrap();
+    dir
+}
+
+/// Replaces a file the way the kubelet updates a secret volume: write aside, then rename.
+pub fn replace_file(path: &Path, contents: &[u8]) {
+    let aside = path.with_extension("new");
+    std::fs::write(&aside, contents).unwrap();
+    std::fs::rename(&aside, path).unwrap();
+}
+
+/// (server, token, CA bytes) of a served kubeconfig.
+pub fn kubeconfig_parts(kubeconfig: &[u8]) -> (String, String, Vec<u8>) {
+    use base64::Engine as _;
+    let kubeconfig: serde_yaml::Value = serde_yaml::from_slice(kubeconfig).unwrap();
+    let field = |v: &serde_yaml::Value| v.as_str().unwrap_or_default().to_string();
+    let ca = field(&kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]);
+    (
+        field(&kubeconfig["clusters"][0]["cluster"]["server"]),
+        field(&kubeconfig["users"][0]["user"]["token"]),
+        base64::engine::general_purpose::STANDARD
+            .decode(ca)
+            .unwrap_or_default(),
+    )
+}
