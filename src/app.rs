@@ -22,6 +22,7 @@ use crate::server::tls::{ReloadOutcome, TlsPolicy, TlsReloader, DEFAULT_RELOAD_I
 use crate::server::{self, AppState};
 use crate::snapshot::Snapshot;
 use crate::source::bootstrap::{self, BootstrapSettings};
+use crate::source::cluster;
 
 /// Why the process could not run: usage errors exit 64, everything else 1.
 #[derive(Debug, thiserror::Error)]
@@ -41,9 +42,7 @@ pub async fn run(cli: Cli) -> Result<(), RunError> {
     match cli.command {
         Command::Version => Ok(()),
         Command::Bootstrap(ref flags) => run_bootstrap(&cli.root, flags, shutdown).await,
-        Command::Start(_) => Err(RunError::Usage(UsageError(
-            "start: cluster mode is not available yet".into(),
-        ))),
+        Command::Start(ref flags) => run_start(&cli.root, flags, shutdown).await,
         Command::Explain(ref flags) => crate::explain::run(flags).await,
     }
 }
@@ -80,6 +79,41 @@ async fn run_bootstrap(
     let (_ready_tx, ready) = watch::channel(true);
     ports.serve(source.snapshots, ready, shutdown).await?;
     let _ = source.task.await;
+    Ok(())
+}
+
+async fn run_start(
+    root: &cli::RootFlags,
+    flags: &cli::StartFlags,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), RunError> {
+    if flags.apiserver_url.is_empty() {
+        return Err(UsageError("--apiserver-url is required".into()).into());
+    }
+    if let Some(kubeconfig) = &flags.kubeconfig {
+        cli::require_file("--kubeconfig", kubeconfig)?;
+    }
+    cli::require_dir("--bootstrap-token-dir", &flags.bootstrap_token_dir)?;
+    let policy = TlsPolicy::from_flags(&root.tls_min_version, &root.tls_cipher_suites)
+        .map_err(|e| UsageError(e.to_string()))?;
+    let ports = Ports::bind(root, policy).await?;
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        payload_version = %root.payload_version,
+        apiserver_url = %flags.apiserver_url,
+        "starting machine-config-server in cluster mode"
+    );
+    let mut settings = cluster::ClusterSettings::new(flags.apiserver_url.clone());
+    settings.kubeconfig = flags.kubeconfig.clone();
+    settings.bootstrap_token_dir = flags.bootstrap_token_dir.clone();
+    let source = cluster::start(settings, ports.metrics.clone(), wait_for(shutdown.clone()))
+        .await
+        .map_err(|e| UsageError(e.to_string()))?;
+    // Until every cache has synced, `ready` is false and /config answers 503.
+    ports
+        .serve(source.snapshots.clone(), source.ready.clone(), shutdown)
+        .await?;
+    source.join().await;
     Ok(())
 }
 

@@ -1,0 +1,435 @@
+//! `machine-config-server start`, the real binary, against an HTTP Kubernetes API (the in-test
+//! fake): what a booting node receives over HTTP as the cluster changes.
+//! - 503 on `/config` and `/readyz` until every cache has synced (`/healthz` is 200 at once);
+//! - the served bytes follow pool changes within a second of the change, and a new rendered
+//!   config is served only once `status.updatedMachineCount > 0`;
+//! - token and CA rotation reach the served kubeconfig;
+//! - an API outage keeps the last state served, and the server catches up after it;
+//! - an unknown pool and a pool whose rendered MachineConfig is missing are 500 (Ignition
+//!   retries), each logged once, and recover when the object appears.
+
+#[path = "cluster_support/mod.rs"]
+mod cluster_support;
+#[path = "support/mcs.rs"]
+mod mcs;
+mod support;
+
+use std::time::{Duration, Instant};
+
+use cluster_support::{
+    copy_rendered_config, kubeconfig_parts, load_realistic_cluster, replace_file, token_dir,
+    APISERVER_URL, FILE_CA, FIRST_TOKEN, MASTER_RENDERED, MCO_NAMESPACE, WORKER_RENDERED,
+};
+use mcs::{poll, request, served_files, Response, Server};
+use serde_json::{json, Value};
+use support::fake_apiserver::{FakeApiServer, Options};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+const WITHIN_A_SECOND: Duration = Duration::from_secs(1);
+const IGNITION_3_5: &str = "application/vnd.coreos.ignition+json;version=3.5.0, */*;q=0.1";
+const ANNOTATIONS_FILE: &str = "/etc/machine-config-daemon/node-annotations.json";
+const KUBECONFIG_FILE: &str = "/etc/kubernetes/kubeconfig";
+const CURRENT_CONFIG: &str = "machineconfiguration.openshift.io/currentConfig";
+
+struct Cluster {
+    api: FakeApiServer,
+    token_dir: tempfile::TempDir,
+    server: Server,
+}
+
+impl Cluster {
+    /// The realistic cluster in the fake API server and the binary in `start` mode against it.
+    /// With `api_up` false the API server is stopped before the binary starts.
+    fn start(api_up: bool) -> Cluster {
+        let api = FakeApiServer::start(Options::default());
+        load_realistic_cluster(&api);
+        if !api_up {
+            api.stop();
+        }
+        let token_dir = token_dir();
+        let kubeconfig = api.kubeconfig_file().to_str().unwrap().to_string();
+        let tokens = token_dir.path().to_str().unwrap().to_string();
+        let server = Server::start(&[
+            "start",
+            "--kubeconfig",
+            &kubeconfig,
+            "--apiserver-url",
+            APISERVER_URL,
+            "--bootstrap-token-dir",
+            &tokens,
+        ]);
+        Cluster {
+            api,
+            token_dir,
+            server,
+        }
+    }
+
+    fn get(&self, pool: &str) -> Response {
+        self.server.http(
+            "GET",
+            &format!("/config/{pool}"),
+            &[("Accept", IGNITION_3_5), ("User-Agent", "Ignition/2.20.0")],
+        )
+    }
+
+    fn admin(&self, path: &str) -> Response {
+        request(self.server.metrics, None, "GET", path, &[])
+    }
+
+    fn wait_ready(&self) {
+        poll("/readyz 200", DEADLINE, || {
+            (self.admin("/readyz").status == 200).then_some(())
+        });
+    }
+
+    /// The served config of `pool` (which must be 200).
+    fn config(&self, pool: &str) -> Value {
+        let response = self.get(pool);
+        assert_eq!(
+            response.status,
+            200,
+            "/config/{pool}\n{}",
+            self.server.output()
+        );
+        response.json()
+    }
+
+    fn metric(&self, name: &str) -> Option<f64> {
+        let text = String::from_utf8(self.admin("/metrics").body).unwrap();
+        text.lines()
+            .find(|line| line.split_whitespace().next() == Some(name))
+            .and_then(|line| line.split_whitespace().nth(1)?.parse().ok())
+    }
+
+    fn log_lines_containing(&self, needle: &str) -> usize {
+        self.server
+            .output()
+            .lines()
+            .filter(|line| line.contains(needle))
+            .count()
+    }
+}
+
+fn file(config: &Value, path: &str) -> Vec<u8> {
+    served_files(config)
+        .into_iter()
+        .find(|(p, _)| p == path)
+        .unwrap_or_else(|| panic!("{path} in the served config"))
+        .1
+}
+
+/// The rendered config a node would boot (`currentConfig` of the node annotations).
+fn booted_config(config: &Value) -> String {
+    let annotations: Value = serde_json::from_slice(&file(config, ANNOTATIONS_FILE)).unwrap();
+    annotations[CURRENT_CONFIG].as_str().unwrap().to_string()
+}
+
+/// Polls `/config/<pool>` until `check` holds on a 200; returns how long it took.
+fn wait_served(
+    cluster: &Cluster,
+    pool: &str,
+    within: Duration,
+    check: impl Fn(&Value) -> bool,
+) -> Duration {
+    let started = Instant::now();
+    loop {
+        let response = cluster.get(pool);
+        if response.status == 200 && check(&response.json()) {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < within,
+            "/config/{pool} did not change as expected within {within:?} (last status {})\n{}",
+            response.status,
+            cluster.server.output()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn not_ready_until_the_caches_sync() {
+    let cluster = Cluster::start(false);
+    // The process serves (the load balancer's health check) but has no cluster state.
+    assert_eq!(cluster.server.http("GET", "/healthz", &[]).status, 200);
+    poll("the unreachable API to be reported", DEADLINE, || {
+        (cluster.metric("mcs_api_reachable") == Some(0.0)).then_some(())
+    });
+    assert_eq!(cluster.get("worker").status, 503, "no partial state");
+    assert_eq!(cluster.get("no-such-pool").status, 503);
+    assert_eq!(cluster.admin("/readyz").status, 503);
+
+    cluster.api.restart();
+    cluster.wait_ready();
+    let config = cluster.config("worker");
+    assert_eq!(booted_config(&config), WORKER_RENDERED);
+    let (server, token, ca) = kubeconfig_parts(&file(&config, KUBECONFIG_FILE));
+    assert_eq!(
+        (server.as_str(), token.as_str(), ca.as_slice()),
+        (APISERVER_URL, FIRST_TOKEN, FILE_CA.as_bytes())
+    );
+    assert_eq!(cluster.metric("mcs_api_reachable"), Some(1.0));
+}
+
+/// A small rendered config (one file), so that timing measures the watch path and not the
+/// debug build's rendering of a 400 KB config.
+fn small_rendered_config(name: &str) -> Value {
+    json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfig",
+        "metadata": {"name": name},
+        "spec": {"config": {"ignition": {"version": "3.4.0"},
+                            "storage": {"files": [{"path": "/etc/rendered-by", "mode": 420,
+                                                   "contents": {"source": format!("data:,{name}")}}]}}}
+    })
+}
+
+fn pool(name: &str, spec: &str, status: &str, updated: i64) -> Value {
+    json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfigPool",
+        "metadata": {"name": name},
+        "spec": {"configuration": {"name": spec},
+                 "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": name}},
+                 "nodeSelector": {"matchLabels": {format!("node-role.kubernetes.io/{name}"): ""}}},
+        "status": {"configuration": {"name": status}, "machineCount": 1,
+                   "updatedMachineCount": updated, "readyMachineCount": updated,
+                   "unavailableMachineCount": 0, "degradedMachineCount": 0}
+    })
+}
+
+#[test]
+fn served_config_follows_the_pool_and_waits_for_an_updated_machine() {
+    let cluster = Cluster::start(true);
+    cluster.wait_ready();
+    assert_eq!(booted_config(&cluster.config("worker")), WORKER_RENDERED);
+    assert_eq!(booted_config(&cluster.config("master")), MASTER_RENDERED);
+
+    let [first, second, third] = ["rendered-edge-1", "rendered-edge-2", "rendered-edge-3"];
+    for name in [first, second, third] {
+        cluster
+            .api
+            .apply_object(&small_rendered_config(name))
+            .unwrap();
+    }
+    cluster
+        .api
+        .apply_object(&pool("edge", first, first, 1))
+        .unwrap();
+    wait_served(&cluster, "edge", DEADLINE, |c| booted_config(c) == first);
+
+    // The pool moves to another rendered config: served within a second.
+    cluster
+        .api
+        .merge_patch(
+            "MachineConfigPool",
+            None,
+            "edge",
+            &json!({"spec": {"configuration": {"name": second}},
+                    "status": {"configuration": {"name": second}}}),
+        )
+        .unwrap();
+    let took = wait_served(&cluster, "edge", WITHIN_A_SECOND, |c| {
+        booted_config(c) == second
+    });
+    eprintln!("pool change served after {took:?}");
+
+    // The controller targets a newer render, but no node has updated to it yet
+    // (updatedMachineCount 0): new nodes keep getting the pool's current config.
+    cluster
+        .api
+        .merge_patch(
+            "MachineConfigPool",
+            None,
+            "edge",
+            &json!({"spec": {"configuration": {"name": third}},
+                    "status": {"updatedMachineCount": 0}}),
+        )
+        .unwrap();
+    // A later change on the same watch stream (another pool): once that is served, the edge
+    // pool change has been seen too.
+    let next_master = "rendered-master-00000000000000000000000000000001";
+    copy_rendered_config(&cluster.api, MASTER_RENDERED, next_master);
+    cluster
+        .api
+        .merge_patch(
+            "MachineConfigPool",
+            None,
+            "master",
+            &json!({"status": {"configuration": {"name": next_master}}}),
+        )
+        .unwrap();
+    wait_served(&cluster, "master", DEADLINE, |c| {
+        booted_config(c) == next_master
+    });
+    assert_eq!(
+        booted_config(&cluster.config("edge")),
+        second,
+        "a new render is not served before a node has updated to it"
+    );
+
+    // One node finished updating: new nodes get the new render, within a second.
+    cluster
+        .api
+        .merge_patch(
+            "MachineConfigPool",
+            None,
+            "edge",
+            &json!({"status": {"updatedMachineCount": 1}}),
+        )
+        .unwrap();
+    let took = wait_served(&cluster, "edge", WITHIN_A_SECOND, |c| {
+        booted_config(c) == third
+    });
+    eprintln!("updatedMachineCount change served after {took:?}");
+    let config = cluster.config("edge");
+    assert_eq!(file(&config, "/etc/rendered-by"), third.as_bytes());
+    let encapsulated: Value = serde_json::from_slice(&file(
+        &config,
+        "/etc/ignition-machine-config-encapsulated.json",
+    ))
+    .unwrap();
+    assert_eq!(encapsulated["metadata"]["name"], third);
+}
+
+#[test]
+fn token_and_ca_rotation_reach_the_served_kubeconfig() {
+    let cluster = Cluster::start(true);
+    cluster.wait_ready();
+    let served = |c: &Value| kubeconfig_parts(&file(c, KUBECONFIG_FILE));
+
+    replace_file(&cluster.token_dir.path().join("token"), b"token-2");
+    wait_served(&cluster, "worker", DEADLINE, |c| served(c).1 == "token-2");
+
+    let new_file_ca = b"-----BEGIN CERTIFICATE-----\nROTATED FILE CA\n-----END CERTIFICATE-----\n";
+    replace_file(&cluster.token_dir.path().join("ca.crt"), new_file_ca);
+    wait_served(&cluster, "worker", DEADLINE, |c| served(c).2 == new_file_ca);
+
+    // kubeconfig-data's CA bundle replaces the file's.
+    use base64::Engine as _;
+    let bundle = b"-----BEGIN CERTIFICATE-----\nKUBECONFIG-DATA CA\n-----END CERTIFICATE-----\n";
+    cluster
+        .api
+        .merge_patch(
+            "ConfigMap",
+            Some(MCO_NAMESPACE),
+            "kubeconfig-data",
+            &json!({"binaryData": {"ca-bundle.crt": base64::engine::general_purpose::STANDARD.encode(bundle)}}),
+        )
+        .unwrap();
+    wait_served(&cluster, "worker", DEADLINE, |c| {
+        served(c)
+            == (
+                APISERVER_URL.to_string(),
+                "token-2".to_string(),
+                bundle.to_vec(),
+            )
+    });
+}
+
+#[test]
+fn an_api_outage_keeps_serving_and_catches_up_after() {
+    let cluster = Cluster::start(true);
+    cluster.wait_ready();
+    let before = cluster.get("worker");
+    assert_eq!(before.status, 200);
+
+    cluster.api.stop();
+    poll("the outage to be reported", DEADLINE, || {
+        (cluster.metric("mcs_api_reachable") == Some(0.0)).then_some(())
+    });
+    let during = cluster.get("worker");
+    assert_eq!(during.status, 200, "the last known state is served");
+    assert_eq!(during.body, before.body);
+    assert_eq!(cluster.admin("/readyz").status, 200);
+    assert_eq!(cluster.server.http("GET", "/healthz", &[]).status, 200);
+
+    // The cluster moves on while the server cannot see it.
+    let next = "rendered-worker-00000000000000000000000000000002";
+    copy_rendered_config(&cluster.api, WORKER_RENDERED, next);
+    cluster
+        .api
+        .merge_patch(
+            "MachineConfigPool",
+            None,
+            "worker",
+            &json!({"spec": {"configuration": {"name": next}},
+                    "status": {"updatedMachineCount": 3}}),
+        )
+        .unwrap();
+    cluster.api.compact();
+    cluster.api.restart();
+
+    wait_served(&cluster, "worker", DEADLINE, |c| booted_config(c) == next);
+    poll("the recovery to be reported", DEADLINE, || {
+        (cluster.metric("mcs_api_reachable") == Some(1.0)).then_some(())
+    });
+    assert_eq!(
+        cluster.log_lines_containing("Kubernetes API is unreachable"),
+        1
+    );
+    assert_eq!(
+        cluster.log_lines_containing("Kubernetes API is reachable again"),
+        1
+    );
+}
+
+#[test]
+fn unknown_pools_and_missing_rendered_configs_are_retried_not_final() {
+    let cluster = Cluster::start(true);
+    cluster.wait_ready();
+
+    // A pool that does not exist (yet): 500, so Ignition keeps trying.
+    for _ in 0..3 {
+        assert_eq!(cluster.get("infra").status, 500);
+    }
+    let unknown_pool_errors = cluster
+        .server
+        .output()
+        .lines()
+        .filter(|l| l.contains("could not serve config") && l.contains("pool=infra"))
+        .count();
+    assert_eq!(unknown_pool_errors, 1, "one error line, not one per retry");
+    // A pool whose rendered config is missing: 500, the reason logged once.
+    let missing = "rendered-infra-00000000000000000000000000000404";
+    cluster
+        .api
+        .apply_object(&json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfigPool",
+            "metadata": {"name": "infra"},
+            "spec": {"configuration": {"name": missing},
+                     "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": "infra"}},
+                     "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/infra": ""}}},
+            "status": {"configuration": {"name": missing}, "machineCount": 0,
+                       "updatedMachineCount": 0, "readyMachineCount": 0,
+                       "unavailableMachineCount": 0, "degradedMachineCount": 0}
+        }))
+        .unwrap();
+    let source_log_lines = || {
+        cluster
+            .server
+            .output()
+            .lines()
+            .filter(|l| l.contains("machineconfigpool/infra") && l.contains(missing))
+            .count()
+    };
+    poll("the missing rendered config to be logged", DEADLINE, || {
+        (source_log_lines() > 0).then_some(())
+    });
+    for _ in 0..5 {
+        assert_eq!(cluster.get("infra").status, 500);
+    }
+    // Other pools are unaffected.
+    assert_eq!(cluster.get("worker").status, 200);
+
+    // The controller renders it: the pool is served.
+    copy_rendered_config(&cluster.api, WORKER_RENDERED, missing);
+    wait_served(&cluster, "infra", DEADLINE, |c| booted_config(c) == missing);
+    assert_eq!(
+        source_log_lines(),
+        1,
+        "logged once per pool and state, not once per retry"
+    );
+}
