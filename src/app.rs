@@ -109,10 +109,25 @@ async fn run_start(
     let source = cluster::start(settings, ports.metrics.clone(), wait_for(shutdown.clone()))
         .await
         .map_err(|e| UsageError(e.to_string()))?;
+    // The replica's name for leader election: the pod name when the manifest passes it,
+    // else the host name.
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_default();
+    let publisher = crate::mcn::start_for_cluster(
+        &source,
+        ports.served.clone(),
+        ports.metrics.clone(),
+        &host,
+        |key| std::env::var(key).ok(),
+        shutdown.clone(),
+    )
+    .map_err(UsageError)?;
     // Until every cache has synced, `ready` is false and /config answers 503.
     ports
         .serve(source.snapshots.clone(), source.ready.clone(), shutdown)
         .await?;
+    publisher.join().await;
     source.join().await;
     Ok(())
 }

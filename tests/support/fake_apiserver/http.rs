@@ -89,6 +89,13 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             record.namespace = target.namespace.clone();
             record.name = target.name.clone();
             record.verb = resource_verb(&method, &target, &query).to_string();
+            // As the real API server's RequestInfo: a list or watch whose field selector requires
+            // `metadata.name=<name>` is authorized as a request for that name (RBAC resourceNames).
+            if record.name.is_none() && matches!(record.verb.as_str(), "list" | "watch") {
+                record.name = query
+                    .get("fieldSelector")
+                    .and_then(|selector| selected_name(selector));
+            }
             match resource_request(&shared, request, &target, &query, &record.verb).await {
                 Ok(response) => response,
                 Err(err) => error_response(&err),
@@ -100,6 +107,17 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         log.push(record);
     }
     response
+}
+
+/// The name a field selector pins (`metadata.name=x` or `metadata.name==x`), if any.
+fn selected_name(selector: &str) -> Option<String> {
+    selector.split(',').find_map(|term| {
+        let value = term.trim().strip_prefix("metadata.name")?;
+        let value = value
+            .strip_prefix("==")
+            .or_else(|| value.strip_prefix('='))?;
+        (!value.is_empty()).then(|| value.to_string())
+    })
 }
 
 fn non_resource_verb(method: &Method) -> &'static str {

@@ -117,6 +117,8 @@ pub struct RequestRecord {
     pub resource: String,
     pub subresource: Option<String>,
     pub namespace: Option<String>,
+    /// The object named in the path, or for list/watch the name a `metadata.name` field
+    /// selector pins (what RBAC `resourceNames` are checked against).
     pub name: Option<String>,
     /// HTTP status of the response (200 for a watch that started).
     pub status: u16,

@@ -1,0 +1,265 @@
+//! The RBAC in `config/deploy/rbac.yaml` is exactly what `machine-config-server start` uses.
+//!
+//! The real binary runs a full life against the fake API server, which logs every request the
+//! way the real API server's authorizer sees it (verb, API group, resource/subresource,
+//! namespace, and the name, including the one a `metadata.name` field selector pins for list
+//! and watch): caches sync, a node boots and joins (its MachineConfigNode is created and gets
+//! its status), the node is removed (its MachineConfigNode is deleted after a direct read of
+//! the Node), the publisher's Lease is taken, renewed and released at shutdown. Then:
+//! - every request is granted by a rule bound to the server's ServiceAccount;
+//! - every (verb, resource, name) a rule grants was used: nothing more is granted.
+
+#[path = "cluster_support/mod.rs"]
+mod cluster_support;
+#[path = "support/mcs.rs"]
+mod mcs;
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use cluster_support::{load_realistic_cluster, token_dir, APISERVER_URL};
+use mcs::{poll, Server};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use support::fake_apiserver::{FakeApiServer, Options, RequestRecord};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+const SERVICE_ACCOUNT: (&str, &str) =
+    ("openshift-machine-config-operator", "machine-config-server");
+
+/// One RBAC rule, with the namespace it applies in (`None`: a ClusterRole, all namespaces).
+#[derive(Debug)]
+struct Rule {
+    namespace: Option<String>,
+    groups: Vec<String>,
+    resources: Vec<String>,
+    names: Vec<String>,
+    verbs: Vec<String>,
+    origin: String,
+}
+
+/// A permission a request needs, or a rule grants: (verb, group, resource[/subresource],
+/// namespace, name).
+type Permission = (String, String, String, Option<String>, Option<String>);
+
+fn rbac_rules() -> Vec<Rule> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/deploy/rbac.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| Value::deserialize(d).unwrap())
+        .filter(|d| !d.is_null())
+        .collect();
+    let str_list = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // Only roles bound to the server's ServiceAccount count.
+    let bound: BTreeSet<(String, Option<String>, String)> = docs
+        .iter()
+        .filter(|d| d["kind"] == "ClusterRoleBinding" || d["kind"] == "RoleBinding")
+        .filter(|d| {
+            d["subjects"].as_array().is_some_and(|subjects| {
+                subjects.iter().any(|s| {
+                    s["kind"] == "ServiceAccount"
+                        && s["namespace"] == SERVICE_ACCOUNT.0
+                        && s["name"] == SERVICE_ACCOUNT.1
+                })
+            })
+        })
+        .map(|d| {
+            let namespace = d["metadata"]["namespace"].as_str().map(str::to_owned);
+            (
+                d["roleRef"]["kind"].as_str().unwrap().to_owned(),
+                namespace,
+                d["roleRef"]["name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let mut rules = Vec::new();
+    for doc in &docs {
+        let kind = doc["kind"].as_str().unwrap_or_default();
+        if kind != "ClusterRole" && kind != "Role" {
+            continue;
+        }
+        let name = doc["metadata"]["name"].as_str().unwrap().to_owned();
+        let namespace = doc["metadata"]["namespace"].as_str().map(str::to_owned);
+        let bound_here = match kind {
+            "ClusterRole" => bound.contains(&("ClusterRole".into(), None, name.clone())),
+            _ => bound.contains(&("Role".into(), namespace.clone(), name.clone())),
+        };
+        assert!(bound_here, "{kind} {name} is bound to the ServiceAccount");
+        for rule in doc["rules"].as_array().unwrap() {
+            rules.push(Rule {
+                namespace: namespace.clone(),
+                groups: str_list(&rule["apiGroups"]),
+                resources: str_list(&rule["resources"]),
+                names: str_list(&rule["resourceNames"]),
+                verbs: str_list(&rule["verbs"]),
+                origin: format!(
+                    "{kind} {}{name}",
+                    namespace
+                        .as_deref()
+                        .map(|n| format!("{n}/"))
+                        .unwrap_or_default()
+                ),
+            });
+        }
+    }
+    rules
+}
+
+fn needed(request: &RequestRecord) -> Permission {
+    let resource = match &request.subresource {
+        Some(sub) => format!("{}/{sub}", request.resource),
+        None => request.resource.clone(),
+    };
+    (
+        request.verb.clone(),
+        request.group.clone(),
+        resource,
+        request.namespace.clone(),
+        request.name.clone(),
+    )
+}
+
+fn grants(rule: &Rule, (verb, group, resource, namespace, name): &Permission) -> bool {
+    let has = |list: &[String], value: &str| list.iter().any(|v| v == "*" || v == value);
+    (rule.namespace.is_none() || rule.namespace == *namespace)
+        && has(&rule.groups, group)
+        && has(&rule.resources, resource)
+        && has(&rule.verbs, verb)
+        && (rule.names.is_empty()
+            || name
+                .as_deref()
+                .is_some_and(|n| rule.names.iter().any(|r| r == n)))
+}
+
+fn node(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                       "node-role.kubernetes.io/worker": ""}
+        },
+        "status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}]}
+    })
+}
+
+#[test]
+fn rbac_grants_exactly_the_calls_the_server_makes() {
+    // Short MachineConfigNode publisher timings so that the Lease is renewed during the run
+    // (the binary reads these at start-up; this test file holds only this test).
+    for (key, millis) in [
+        ("MCS_MCN_LEASE_DURATION_MS", "3000"),
+        ("MCS_MCN_RENEW_DEADLINE_MS", "2000"),
+        ("MCS_MCN_RENEW_PERIOD_MS", "200"),
+        ("MCS_MCN_RETRY_PERIOD_MS", "200"),
+        ("MCS_MCN_RESYNC_MS", "500"),
+    ] {
+        std::env::set_var(key, millis);
+    }
+    let api = FakeApiServer::start(Options::default());
+    load_realistic_cluster(&api);
+    let tokens = token_dir();
+    let kubeconfig = api.kubeconfig_file().to_str().unwrap().to_string();
+    let mut server = Server::start(&[
+        "start",
+        "--kubeconfig",
+        &kubeconfig,
+        "--apiserver-url",
+        APISERVER_URL,
+        "--bootstrap-token-dir",
+        tokens.path().to_str().unwrap(),
+    ]);
+    poll("ready", DEADLINE, || {
+        (mcs::request(server.metrics, None, "GET", "/readyz", &[]).status == 200).then_some(())
+    });
+
+    // A machine boots from this server and joins as a Node.
+    let response = server.http(
+        "GET",
+        "/config/worker",
+        &[(
+            "Accept",
+            "application/vnd.coreos.ignition+json;version=3.5.0",
+        )],
+    );
+    assert_eq!(response.status, 200);
+    api.apply_object(&node("worker-0")).unwrap();
+    poll("its MachineConfigNode with a status", DEADLINE, || {
+        api.get("MachineConfigNode", None, "worker-0")
+            .filter(|mcn| !mcn["status"].is_null())
+    });
+    poll("a Lease renewal", DEADLINE, || {
+        api.requests()
+            .iter()
+            .any(|r| r.resource == "leases" && r.verb == "update")
+            .then_some(())
+    });
+    // The machine is removed.
+    api.delete("Node", None, "worker-0").unwrap();
+    poll("its MachineConfigNode to be deleted", DEADLINE, || {
+        api.get("MachineConfigNode", None, "worker-0")
+            .is_none()
+            .then_some(())
+    });
+    server.terminate();
+    assert!(server.wait_exit(DEADLINE).success(), "{}", server.output());
+
+    let rules = rbac_rules();
+    let requests = api.requests();
+    let mut used: BTreeSet<Permission> = BTreeSet::new();
+    for request in &requests {
+        assert!(
+            !request.resource.is_empty(),
+            "only resource requests are expected, got {} {}",
+            request.method,
+            request.path
+        );
+        let permission = needed(request);
+        assert!(
+            rules.iter().any(|rule| grants(rule, &permission)),
+            "{permission:?} ({} {}) is not granted by config/deploy/rbac.yaml",
+            request.method,
+            request.path
+        );
+        used.insert(permission);
+    }
+
+    // Nothing more: every (verb, resource, name) of every rule was needed by some request.
+    for rule in &rules {
+        for group in &rule.groups {
+            for resource in &rule.resources {
+                for verb in &rule.verbs {
+                    let names: Vec<Option<&String>> = if rule.names.is_empty() {
+                        vec![None]
+                    } else {
+                        rule.names.iter().map(Some).collect()
+                    };
+                    for name in names {
+                        let exercised = used.iter().any(|(v, g, r, ns, n)| {
+                            v == verb
+                                && g == group
+                                && r == resource
+                                && (rule.namespace.is_none() || *ns == rule.namespace)
+                                && name.is_none_or(|name| n.as_ref() == Some(name))
+                        });
+                        assert!(
+                            exercised,
+                            "{}: {verb} {group}/{resource} {name:?} is granted but never used",
+                            rule.origin
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
