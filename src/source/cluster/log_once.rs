@@ -99,11 +99,22 @@ mod tests {
     #[test]
     fn memory_is_bounded() {
         let log = ReasonLog::with_capacity(3);
-        for pool in ["a", "b", "c", "d", "e"] {
+        for pool in ["a", "b", "c", "d"] {
             assert!(log.should_log(pool, "unknown pool"));
         }
-        let remembered = log.retain(|_| true);
-        assert!(remembered.is_empty());
-        assert!(!log.should_log("e", "unknown pool"));
+        // The fourth subject started over: only it is remembered.
+        assert!(!log.should_log("d", "unknown pool"));
+        assert!(log.should_log("a", "unknown pool"));
+    }
+
+    #[test]
+    fn retain_forgets_resolved_subjects() {
+        let log = ReasonLog::default();
+        log.should_log("machineconfigpool/worker", "missing");
+        log.should_log("machineconfigpool/infra", "missing");
+        let dropped = log.retain(|subject| subject.ends_with("/infra"));
+        assert_eq!(dropped, ["machineconfigpool/worker"]);
+        assert!(log.should_log("machineconfigpool/worker", "missing"));
+        assert!(!log.should_log("machineconfigpool/infra", "missing"));
     }
 }

@@ -395,3 +395,41 @@ fn status_reason(code: u16) -> &'static str {
         _ => "api_error",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(Status::failure("x", "y").with_code(code).boxed())
+    }
+
+    #[test]
+    fn failures_are_labelled_by_what_an_operator_must_do() {
+        let list = |code| failure_reason(&watcher::Error::InitialListFailed(api_error(code)));
+        assert_eq!(list(403), "forbidden");
+        assert_eq!(list(404), "not_found");
+        assert_eq!(list(500), "api_error");
+        let gone = watcher::Error::WatchError(
+            Status::failure("too old", "Expired").with_code(410).boxed(),
+        );
+        assert_eq!(failure_reason(&gone), "gone");
+        let refused =
+            watcher::Error::WatchStartFailed(kube::Error::Service("connection refused".into()));
+        assert_eq!(failure_reason(&refused), "unreachable");
+    }
+
+    #[test]
+    fn optional_kinds_count_as_synced_once() {
+        let sync = SyncTracker::default();
+        sync.register("Route");
+        sync.register("Node");
+        assert!(!sync.all_synced());
+        assert!(sync.mark_synced("Route"));
+        assert!(!sync.mark_synced("Route"));
+        assert_eq!(sync.pending(), ["Node"]);
+        assert!(sync.mark_synced("Node"));
+        assert!(sync.all_synced());
+    }
+}
