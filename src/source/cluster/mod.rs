@@ -6,8 +6,9 @@
 //! ([`kubeconfig`], from `--bootstrap-token-dir` and `--apiserver-url`) into immutable
 //! [`Snapshot`]s ([`build`]). The builder wakes on every cache change (debounced, so a burst of
 //! events gives one snapshot) and polls the token directory for rotation; it publishes only
-//! when something changed, and never before every cache has synced: until then `ready` stays
-//! false and the server answers 503. During an API outage the caches keep their last contents,
+//! when something changed, and never before every cache has synced and the served kubeconfig
+//! could be built once (token and CA readable): until then `ready` stays false and the server
+//! answers 503. A later failure to re-read the token directory keeps the last good kubeconfig. During an API outage the caches keep their last contents,
 //! watches reconnect with backoff, and [`observe::ApiReachability`] logs and reports the outage
 //! and the recovery once each.
 //!
