@@ -159,6 +159,17 @@ proptest! {
     fn data_url_decoding_never_panics(s in "data:[ -~]{0,40}") {
         let _ = dataurl::decode(&s);
     }
+
+    #[test]
+    fn data_url_check_agrees_with_decode(
+        s in prop_oneof![
+            "data:[ -~]{0,24}",
+            "data:(text/plain)?(;charset=utf-8)?;base64,[A-Za-z0-9+/=\n]{0,12}",
+            "data:,[a-z%0-9A-F]{0,12}",
+        ]
+    ) {
+        prop_assert_eq!(dataurl::check(&s).is_ok(), dataurl::decode(&s).is_ok(), "{:?}", s);
+    }
 }
 
 // Round trips: a valid config built only from fields the older spec has.

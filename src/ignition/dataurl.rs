@@ -53,7 +53,13 @@ fn is_unreserved(b: u8) -> bool {
 
 /// Decode a `data:` URL into its bytes (percent-encoded or `;base64`).
 pub fn decode(url: &str) -> Result<Vec<u8>, DataUrlError> {
-    Lexer::new(url).run()
+    Lexer::new(url).run(true)
+}
+
+/// Whether [`decode`] would accept `url`, without building the data (validators call this
+/// for every source, and inline sources are large).
+pub fn check(url: &str) -> Result<(), DataUrlError> {
+    Lexer::new(url).run(false).map(|_| ())
 }
 
 struct Lexer<'a> {
@@ -108,7 +114,7 @@ impl<'a> Lexer<'a> {
         self.input[self.pos..].chars().next()
     }
 
-    fn run(mut self) -> Result<Vec<u8>, DataUrlError> {
+    fn run(mut self, keep_data: bool) -> Result<Vec<u8>, DataUrlError> {
         if !self.input.starts_with(DATA_PREFIX) {
             return Err(DataUrlError::new("missing data prefix"));
         }
@@ -121,7 +127,7 @@ impl<'a> Lexer<'a> {
         }
         // The lexer stops at the comma before the data.
         self.pos += 1;
-        self.data()
+        self.data(keep_data)
     }
 
     /// `type/subtype` after the prefix, then parameters if a `;` follows.
@@ -265,11 +271,14 @@ impl<'a> Lexer<'a> {
         Ok(())
     }
 
-    fn data(&mut self) -> Result<Vec<u8>, DataUrlError> {
+    fn data(&mut self, keep_data: bool) -> Result<Vec<u8>, DataUrlError> {
         let data = &self.input[self.pos..];
         if self.base64 {
             if !data.chars().all(is_base64_char) {
                 return Err(DataUrlError::new("invalid data character"));
+            }
+            if !keep_data {
+                return check_base64(data).map(|()| Vec::new());
             }
             // Go's base64 decoder skips newlines, requires padding and tolerates
             // non-zero trailing bits.
@@ -286,6 +295,9 @@ impl<'a> Lexer<'a> {
         } else {
             if !data.chars().all(is_url_char) {
                 return Err(DataUrlError::new("invalid data character"));
+            }
+            if !keep_data {
+                return check_percent(data).map(|()| Vec::new());
             }
             percent_decode(data)
         }
@@ -335,6 +347,54 @@ fn percent_decode(s: &str) -> Result<Vec<u8>, DataUrlError> {
         }
     }
     Ok(out)
+}
+
+/// What [`percent_decode`] would reject, without decoding.
+fn check_percent(s: &str) -> Result<(), DataUrlError> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while let Some(offset) = b[i..].iter().position(|&c| c == b'%' || !c.is_ascii()) {
+        i += offset;
+        if !b[i].is_ascii() {
+            return Err(DataUrlError::new("rfc2396: non-ASCII char detected"));
+        }
+        match (b.get(i + 1), b.get(i + 2)) {
+            (Some(h1), Some(h0)) if h1.is_ascii_hexdigit() && h0.is_ascii_hexdigit() => i += 3,
+            (Some(_), Some(_)) => {
+                return Err(DataUrlError::new(
+                    "rfc2396: invalid char in unescape sequence",
+                ))
+            }
+            _ => {
+                return Err(DataUrlError::new(
+                    "rfc2396: unexpected end of unescape sequence",
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What Go's padded standard base64 decoder rejects (newlines skipped; the alphabet was
+/// checked by the lexer): a length that is not a multiple of 4, or `=` anywhere but the last
+/// one or two places.
+fn check_base64(data: &str) -> Result<(), DataUrlError> {
+    let mut symbols = 0usize;
+    let mut padding = 0usize;
+    for c in data.bytes().filter(|&c| c != b'\n') {
+        if c == b'=' {
+            padding += 1;
+        } else if padding > 0 {
+            return Err(DataUrlError::new("illegal base64 data: data after padding"));
+        }
+        symbols += 1;
+    }
+    if symbols % 4 != 0 || padding > 2 {
+        return Err(DataUrlError::new(
+            "illegal base64 data: invalid length or padding",
+        ));
+    }
+    Ok(())
 }
 
 fn hex_value(c: u8) -> u8 {
@@ -455,6 +515,30 @@ mod tests {
             "data:text/plain;a=\"x,y",
         ] {
             assert!(decode(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn check_agrees_with_decode() {
+        for url in [
+            "data:,ok",
+            "data:,a%2",
+            "data:,a%zz",
+            "data:,%41%42",
+            "data:;base64,SGVsbG8=",
+            "data:;base64,SGVsbG8",
+            "data:;base64,SGVsbA==",
+            "data:;base64,====",
+            "data:;base64,A===",
+            "data:;base64,AA==AA==",
+            "data:;base64,",
+            "data:;base64,SGVs\nbG8=",
+            "data:;base64,SGVsbG9",
+            "data:text/plain;charset=utf-8;base64,YQ==",
+            "nodata",
+            "data:,é",
+        ] {
+            assert_eq!(check(url).is_ok(), decode(url).is_ok(), "{url:?}");
         }
     }
 

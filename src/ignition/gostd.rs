@@ -79,18 +79,18 @@ pub(crate) fn path_ext(path: &str) -> &str {
     ""
 }
 
-/// What the validators use from a parsed URL.
+/// What the validators use from a parsed URL (borrowed from the input: data URLs are big).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct GoUrl {
+pub(crate) struct GoUrl<'a> {
     /// Lower-cased scheme, "" when there is none.
     pub scheme: String,
     /// Everything after `scheme:` when it does not start with `/`.
-    pub opaque: String,
+    pub opaque: &'a str,
     /// The raw query (after the first `?`, before any `#`).
-    pub raw_query: String,
+    pub raw_query: &'a str,
 }
 
-impl GoUrl {
+impl GoUrl<'_> {
     /// `u.Query()[key]`: the values of a query parameter (malformed pairs are skipped).
     pub fn query_values(&self, key: &str) -> Option<Vec<String>> {
         let mut found: Option<Vec<String>> = None;
@@ -115,24 +115,22 @@ impl GoUrl {
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
-    Path,
     Host,
     Zone,
     UserPassword,
     QueryComponent,
-    Fragment,
 }
 
 /// `url.Parse`; `Err(())` where Go returns an error.
-pub(crate) fn url_parse(raw: &str) -> Result<GoUrl, ()> {
+pub(crate) fn url_parse(raw: &str) -> Result<GoUrl<'_>, ()> {
     let (u, fragment) = raw.split_once('#').unwrap_or((raw, ""));
     if u.bytes().any(|b| b < b' ' || b == 0x7f) {
         return Err(());
     }
     let mut url = GoUrl {
         scheme: String::new(),
-        opaque: String::new(),
-        raw_query: String::new(),
+        opaque: "",
+        raw_query: "",
     };
     if u == "*" {
         return Ok(url);
@@ -143,12 +141,12 @@ pub(crate) fn url_parse(raw: &str) -> Result<GoUrl, ()> {
     if rest.ends_with('?') && rest.matches('?').count() == 1 {
         rest = &rest[..rest.len() - 1];
     } else if let Some((before, query)) = rest.split_once('?') {
-        url.raw_query = query.to_string();
+        url.raw_query = query;
         rest = before;
     }
     if !rest.starts_with('/') {
         if !url.scheme.is_empty() {
-            url.opaque = rest.to_string();
+            url.opaque = rest;
             return finish_fragment(url, fragment);
         }
         let segment = rest.split('/').next().unwrap_or("");
@@ -166,13 +164,13 @@ pub(crate) fn url_parse(raw: &str) -> Result<GoUrl, ()> {
         parse_authority(authority)?;
         path = tail;
     }
-    unescape(path, Mode::Path)?;
+    check_escapes(path)?;
     finish_fragment(url, fragment)
 }
 
-fn finish_fragment(url: GoUrl, fragment: &str) -> Result<GoUrl, ()> {
+fn finish_fragment<'a>(url: GoUrl<'a>, fragment: &str) -> Result<GoUrl<'a>, ()> {
     if !fragment.is_empty() {
-        unescape(fragment, Mode::Fragment)?;
+        check_escapes(fragment)?;
     }
     Ok(url)
 }
@@ -301,16 +299,11 @@ fn should_escape(c: u8, mode: Mode) -> bool {
     match c {
         b'-' | b'_' | b'.' | b'~' => return false,
         b'$' | b'&' | b'+' | b',' | b'/' | b':' | b';' | b'=' | b'?' | b'@' => match mode {
-            Mode::Path => return c == b'?',
             Mode::UserPassword => return matches!(c, b'@' | b'/' | b'?' | b':'),
             Mode::QueryComponent => return true,
-            Mode::Fragment => return false,
             Mode::Host | Mode::Zone => {}
         },
         _ => {}
-    }
-    if mode == Mode::Fragment && matches!(c, b'!' | b'(' | b')' | b'*') {
-        return false;
     }
     true
 }
@@ -322,6 +315,20 @@ fn unhex(c: u8) -> u8 {
         b'A'..=b'F' => c - b'A' + 10,
         _ => 0,
     }
+}
+
+/// `url.unescape` in path or fragment mode only fails on a malformed `%XX` escape.
+fn check_escapes(s: &str) -> Result<(), ()> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while let Some(offset) = b[i..].iter().position(|&c| c == b'%') {
+        i += offset;
+        if i + 2 >= b.len() || !b[i + 1].is_ascii_hexdigit() || !b[i + 2].is_ascii_hexdigit() {
+            return Err(());
+        }
+        i += 3;
+    }
+    Ok(())
 }
 
 /// `url.unescape`: percent-decoding with Go's per-component rules.

@@ -131,12 +131,10 @@ pub(crate) fn normalize(config: &mut Config) {
 }
 
 /// Normalize any canonical config: serialize, strip empty members, read back.
-pub(crate) fn round_trip(config: &Config) -> Result<(Config, Value), String> {
+pub(crate) fn round_trip(config: &Config) -> Result<Config, String> {
     let mut value = serde_json::to_value(config).map_err(|e| e.to_string())?;
     strip_empty(&mut value);
     let mut typed: Config = serde_json::from_value(value).map_err(|e| e.to_string())?;
     normalize(&mut typed);
-    let mut value = serde_json::to_value(&typed).map_err(|e| e.to_string())?;
-    strip_empty(&mut value);
-    Ok((typed, value))
+    Ok(typed)
 }

@@ -27,7 +27,7 @@ pub fn to_value_as(config: &Config, target: SpecVersion) -> Result<Value, Transl
             found: config.ignition.version.clone(),
         });
     }
-    let (mut cfg, value) =
+    let mut cfg =
         round_trip(config).map_err(|detail| TranslateError::Serialize { target, detail })?;
     validate(&cfg, SpecVersion::V3_5)
         .into_result()
@@ -38,6 +38,11 @@ pub fn to_value_as(config: &Config, target: SpecVersion) -> Result<Value, Transl
             report,
         })?;
     if target == SpecVersion::V3_5 {
+        let mut value = serde_json::to_value(&cfg).map_err(|e| TranslateError::Serialize {
+            target,
+            detail: e.to_string(),
+        })?;
+        strip_empty(&mut value);
         return Ok(value);
     }
     // The 2.2 hop starts from 3.2; every other target is reached through each 3.x minor.

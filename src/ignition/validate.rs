@@ -93,12 +93,12 @@ pub(crate) fn check_url(s: &str, spec: SpecVersion) -> Result<(), String> {
             check_s3_arn(&format!("arn:{}", url.opaque))?;
             check_version_id(&url)
         }
-        "data" => dataurl::decode(s).map(|_| ()).map_err(|e| e.reason),
+        "data" => dataurl::check(s).map_err(|e| e.reason),
         _ => Err("invalid url scheme".to_string()),
     }
 }
 
-fn check_version_id(url: &super::gostd::GoUrl) -> Result<(), String> {
+fn check_version_id(url: &super::gostd::GoUrl<'_>) -> Result<(), String> {
     match url.query_values("versionId") {
         Some(values) if values.first().is_none_or(|v| v.is_empty()) => {
             Err("invalid S3 object VersionId".to_string())

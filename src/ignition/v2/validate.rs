@@ -76,7 +76,7 @@ pub(crate) fn check_url_v2(s: &str) -> Result<(), String> {
             }
             _ => Ok(()),
         },
-        "data" => dataurl::decode(s).map(|_| ()).map_err(|e| e.reason),
+        "data" => dataurl::check(s).map_err(|e| e.reason),
         _ => Err("invalid url scheme".to_string()),
     }
 }
