@@ -1,0 +1,81 @@
+//! Validators we did not write, for Ignition documents: Debian's `ignition-validate`
+//! (Ignition 2.14: specs 3.0-3.3, and 3.4 as `3.4.0-experimental`) and the upstream JSON schemas
+//! of specs 3.0-3.6 in `shared/schemas/ignition/`.
+//!
+//! Include it with `#[path = "support/validators.rs"] mod validators;`.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+pub const IGNITION_VALIDATE: &str = "/usr/bin/ignition-validate";
+
+/// Run `ignition-validate` on `value` if it knows the value's spec; panics with the validator's
+/// report when it rejects it. Returns whether it was run (2.2 and 3.5+ are not known to it).
+pub fn ignition_validate(dir: &Path, label: &str, value: &Value) -> bool {
+    let mut value = value.clone();
+    match value["ignition"]["version"].as_str() {
+        Some("3.0.0" | "3.1.0" | "3.2.0" | "3.3.0") => {}
+        // Ignition 2.14 knows 3.4 only as its experimental predecessor.
+        Some("3.4.0") => value["ignition"]["version"] = "3.4.0-experimental".into(),
+        _ => return false,
+    }
+    let status = run_ignition_validate(dir, &value);
+    assert!(
+        status.0,
+        "ignition-validate rejected {label}: {}\n{value}",
+        status.1
+    );
+    true
+}
+
+/// Run `ignition-validate` on `value` as is: (accepted, report).
+pub fn run_ignition_validate(dir: &Path, value: &Value) -> (bool, String) {
+    assert!(
+        Path::new(IGNITION_VALIDATE).exists(),
+        "{IGNITION_VALIDATE} is missing: install Debian's `ignition` package (apt-get install ignition)"
+    );
+    let file = dir.join("config.ign");
+    std::fs::write(&file, serde_json::to_vec(value).expect("JSON")).expect("write temp file");
+    let output = Command::new(IGNITION_VALIDATE)
+        .arg(&file)
+        .output()
+        .expect("run ignition-validate");
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), report)
+}
+
+fn schema_path(file: &str) -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/schemas/ignition/"
+    ))
+    .join(file)
+}
+
+/// The compiled upstream JSON schema of spec `3.N` (`minor` = N, 0 to 6).
+pub fn schema(minor: u8) -> jsonschema::Validator {
+    let path = schema_path(&format!("v3_{minor}.json"));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("schema {} must exist: {e}", path.display()));
+    let schema: Value = serde_json::from_str(&text).expect("schema is JSON");
+    jsonschema::validator_for(&schema).expect("schema compiles")
+}
+
+/// Panics with every violation when `value` does not match `validator`.
+pub fn assert_matches_schema(validator: &jsonschema::Validator, label: &str, value: &Value) {
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{label} violates its schema: {errors:?}\n{value}"
+    );
+}
