@@ -309,15 +309,24 @@ fn log_listening(socket: &TcpListener, name: &str, tls: bool) {
     }
 }
 
-/// Drop payloads of older generations as soon as a new snapshot is published (ends when the
-/// source stops).
+/// Drop payloads of older generations as soon as a new snapshot is published, and prewarm the
+/// new generation (ends when the source stops).
 async fn prune_cache_on_new_snapshots(
     mut snapshots: watch::Receiver<Arc<Snapshot>>,
     cache: PayloadCache,
 ) {
     while snapshots.changed().await.is_ok() {
-        let generation = snapshots.borrow_and_update().generation;
-        cache.retain_generation(generation);
+        let snapshot = snapshots.borrow_and_update().clone();
+        // Render again what was being served, with the same pure render a request runs, so the
+        // first machine asking after a change does not wait for it.
+        let render_for = |key: &crate::cache::CacheKey| {
+            let (snapshot, pool, version) = (snapshot.clone(), key.pool.clone(), key.version);
+            move || crate::render::render(&snapshot, &pool, version)
+        };
+        let superseded = || snapshots.has_changed().unwrap_or(true);
+        cache
+            .advance_and_prewarm(snapshot.generation, render_for, superseded)
+            .await;
     }
 }
 

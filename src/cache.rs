@@ -26,6 +26,10 @@
 //! - **Generations.** [`PayloadCache::retain_generation`] drops every finished entry of an older
 //!   generation; a render of an older generation that finishes later is handed to its waiters but
 //!   not stored.
+//! - **Prewarm.** [`PayloadCache::advance_and_prewarm`] does the same and then renders again,
+//!   one at a time, the payloads that were being served, so the first machine asking after a
+//!   change does not wait for a render. A failed prewarm is not stored (the first request renders
+//!   again and is logged and counted like any failure); a newer generation stops it.
 //! - **No lock across `.await`.** One `std::sync::Mutex` guards the map; it is held only for
 //!   a hash lookup or an insert, never while rendering or waiting.
 
@@ -88,8 +92,10 @@ pub struct CacheStats {
     pub hits: u64,
     /// Lookups that had to wait for a render (started by themselves or joined).
     pub misses: u64,
-    /// Render closures started.
+    /// Render closures started (by requests and prewarms).
     pub renders: u64,
+    /// Renders started ahead of any request by [`PayloadCache::prewarm`].
+    pub prewarms: u64,
     /// Finished entries of the map (bodies and errors).
     pub entries: usize,
     /// Of `entries`, how many are errors.
@@ -133,6 +139,13 @@ enum Slot {
     },
 }
 
+/// Who asks: a request (counted as hit or miss, failures cached) or a prewarm.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Why {
+    Request,
+    Prewarm,
+}
+
 /// What a lookup does after leaving the lock.
 enum Begin {
     Hit(RenderResult),
@@ -171,7 +184,7 @@ impl PayloadCache {
     where
         F: FnOnce() -> Result<Rendered, RenderError> + Send + 'static,
     {
-        let (mut done, outcome) = match self.begin(&key) {
+        let (mut done, outcome) = match self.begin(&key, Why::Request) {
             Begin::Hit(result) => {
                 return Lookup {
                     result,
@@ -196,21 +209,46 @@ impl PayloadCache {
         Lookup { result, outcome }
     }
 
+    /// Renders `key` ahead of any request, unless it is cached or already being rendered, and
+    /// waits for the render. Requests arriving meanwhile join it. Unlike a request's render, a
+    /// failure is handed to the requests that joined but not stored: the first request after it
+    /// renders again, so its failure is logged and counted where requests are.
+    /// Returns whether it rendered.
+    pub async fn prewarm<F>(&self, key: CacheKey, render: F) -> bool
+    where
+        F: FnOnce() -> Result<Rendered, RenderError> + Send + 'static,
+    {
+        let Begin::Lead(mut done, completion) = self.begin(&key, Why::Prewarm) else {
+            return false;
+        };
+        drop(tokio::task::spawn_blocking(move || {
+            let outcome = run_render(&completion.key, render);
+            completion.finish(outcome);
+        }));
+        let _ = done.wait_for(Option::is_some).await;
+        true
+    }
+
     /// Under the lock: answer from a finished entry, join a render in flight, or register a new
     /// one (the caller then starts it, outside the lock).
-    fn begin(&self, key: &CacheKey) -> Begin {
+    fn begin(&self, key: &CacheKey, why: Why) -> Begin {
         let mut guard = self.lock();
         let inner = &mut *guard;
         inner.tick += 1;
         let tick = inner.tick;
+        let request = why == Why::Request;
         match inner.slots.get_mut(key) {
             Some(Slot::Ready { result, last_used }) => {
-                *last_used = tick;
-                inner.stats.hits += 1;
+                if request {
+                    *last_used = tick;
+                    inner.stats.hits += 1;
+                }
                 Begin::Hit(result.clone())
             }
             Some(Slot::InFlight { done, .. }) => {
-                inner.stats.misses += 1;
+                if request {
+                    inner.stats.misses += 1;
+                }
                 Begin::Join(done.clone())
             }
             None => {
@@ -224,13 +262,18 @@ impl PayloadCache {
                         done: done.clone(),
                     },
                 );
-                inner.stats.misses += 1;
+                if request {
+                    inner.stats.misses += 1;
+                } else {
+                    inner.stats.prewarms += 1;
+                }
                 inner.stats.renders += 1;
                 inner.stats.in_flight += 1;
                 let completion = Completion {
                     cache: self.clone(),
                     key: key.clone(),
                     id,
+                    store_errors: request,
                     sender: Some(sender),
                 };
                 Begin::Lead(done, completion)
@@ -240,17 +283,64 @@ impl PayloadCache {
 
     /// Drop every entry of an older generation (called when a new snapshot is published).
     pub fn retain_generation(&self, generation: u64) {
+        let _served = self.advance_generation(generation);
+    }
+
+    /// [`Self::retain_generation`], returning what was being served: the pool and version of
+    /// every dropped body, moved to `generation`, most recently used first. Failed renders are
+    /// not included.
+    pub fn advance_generation(&self, generation: u64) -> Vec<CacheKey> {
         let mut inner = self.lock();
         inner.oldest_generation = inner.oldest_generation.max(generation);
         let oldest = inner.oldest_generation;
-        let stale: Vec<CacheKey> = inner
+        let mut stale: Vec<(u64, CacheKey, bool)> = inner
             .slots
             .iter()
-            .filter(|(key, slot)| key.generation < oldest && matches!(slot, Slot::Ready { .. }))
-            .map(|(key, _)| key.clone())
+            .filter(|(key, _)| key.generation < oldest)
+            .filter_map(|(key, slot)| match slot {
+                Slot::Ready { result, last_used } => {
+                    Some((*last_used, key.clone(), result.is_ok()))
+                }
+                Slot::InFlight { .. } => None,
+            })
             .collect();
-        for key in stale {
-            inner.remove_ready(&key);
+        for (_, key, _) in &stale {
+            inner.remove_ready(key);
+        }
+        stale.sort_by_key(|(last_used, _, _)| std::cmp::Reverse(*last_used));
+        let mut served: Vec<CacheKey> = Vec::new();
+        for (_, key, ok) in stale {
+            let key = CacheKey {
+                generation: oldest,
+                ..key
+            };
+            if ok && !served.contains(&key) {
+                served.push(key);
+            }
+        }
+        served
+    }
+
+    /// Moves the cache to `generation` ([`Self::advance_generation`]) and renders again, one at a
+    /// time, what was being served, so that the first request after a change finds its payload
+    /// ready instead of waiting for a render. `render_for` makes the render of a key (the same
+    /// pure render a request would run); `superseded` is checked before each render, so a newer
+    /// generation stops the work for this one.
+    pub async fn advance_and_prewarm<M, F>(
+        &self,
+        generation: u64,
+        mut render_for: M,
+        superseded: impl Fn() -> bool,
+    ) where
+        M: FnMut(&CacheKey) -> F,
+        F: FnOnce() -> Result<Rendered, RenderError> + Send + 'static,
+    {
+        for key in self.advance_generation(generation) {
+            if superseded() {
+                return;
+            }
+            let render = render_for(&key);
+            self.prewarm(key, render).await;
         }
     }
 
@@ -305,6 +395,8 @@ struct Completion {
     cache: PayloadCache,
     key: CacheKey,
     id: u64,
+    /// False for a prewarm: a failure is not kept (see [`PayloadCache::prewarm`]).
+    store_errors: bool,
     sender: Option<watch::Sender<Option<RenderResult>>>,
 }
 
@@ -316,6 +408,7 @@ impl Completion {
             if inner.owns_slot(&self.key, self.id) {
                 inner.slots.remove(&self.key);
                 let keep = cacheable
+                    && (result.is_ok() || self.store_errors)
                     && self.key.generation >= inner.oldest_generation
                     && body_cost(&result) <= inner.max_bytes;
                 if keep {
@@ -857,5 +950,162 @@ mod tests {
             .lookup(key("no-such-pool-0", 1), || Err(RenderError::NotReady))
             .await;
         assert_eq!(oldest.outcome, CacheOutcome::Miss);
+    }
+
+    #[tokio::test]
+    async fn advance_returns_what_was_served_most_recent_first() {
+        let cache = PayloadCache::new(1 << 20);
+        let calls = Arc::new(AtomicUsize::new(0));
+        for pool in ["a", "b"] {
+            cache
+                .get_or_render(key(pool, 1), counting(&calls, "body"))
+                .await
+                .unwrap();
+        }
+        let failed = cache
+            .get_or_render(key("c", 1), || Err(RenderError::NotReady))
+            .await;
+        assert!(failed.is_err());
+        // "a" becomes the most recently used.
+        cache
+            .get_or_render(key("a", 1), counting(&calls, "body"))
+            .await
+            .unwrap();
+
+        let served = cache.advance_generation(2);
+        assert_eq!(
+            served,
+            vec![key("a", 2), key("b", 2)],
+            "bodies only, most recent first"
+        );
+        let stats = cache.stats();
+        assert_eq!((stats.entries, stats.bytes), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn prewarmed_payload_is_ready_for_the_first_request_after_a_change() {
+        let cache = PayloadCache::new(1 << 20);
+        let calls = Arc::new(AtomicUsize::new(0));
+        cache
+            .get_or_render(key("master", 1), counting(&calls, "old"))
+            .await
+            .unwrap();
+
+        cache
+            .advance_and_prewarm(2, |_| counting(&calls, "new"), || false)
+            .await;
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        let first = cache
+            .lookup(key("master", 2), counting(&calls, "again"))
+            .await;
+        assert_eq!(first.outcome, CacheOutcome::Hit);
+        assert_eq!(first.result.unwrap().body, "new");
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            2,
+            "the request did not render"
+        );
+        let stats = cache.stats();
+        assert_eq!((stats.prewarms, stats.renders, stats.entries), (1, 2, 1));
+    }
+
+    #[tokio::test]
+    async fn a_failed_prewarm_is_not_stored() {
+        let cache = PayloadCache::new(1 << 20);
+        let calls = Arc::new(AtomicUsize::new(0));
+        cache
+            .get_or_render(key("master", 1), counting(&calls, "old"))
+            .await
+            .unwrap();
+
+        cache
+            .advance_and_prewarm(
+                2,
+                |_| {
+                    || {
+                        Err(RenderError::NotFound(
+                            "machine-pools/master.yaml not found".into(),
+                        ))
+                    }
+                },
+                || false,
+            )
+            .await;
+        assert_eq!(cache.stats().entries, 0);
+        // The first request renders itself, so its failure would be logged and counted there.
+        let first = cache
+            .lookup(key("master", 2), counting(&calls, "fixed"))
+            .await;
+        assert_eq!(first.outcome, CacheOutcome::Miss);
+        assert_eq!(first.result.unwrap().body, "fixed");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_during_a_prewarm_joins_it() {
+        let cache = PayloadCache::new(1 << 20);
+        let calls = Arc::new(AtomicUsize::new(0));
+        cache
+            .get_or_render(key("master", 1), counting(&calls, "old"))
+            .await
+            .unwrap();
+        let (open, gate) = gate();
+        let gate = Arc::new(Mutex::new(Some(gate)));
+        let prewarm = {
+            let cache = cache.clone();
+            spawn(async move {
+                cache
+                    .advance_and_prewarm(
+                        2,
+                        move |_| {
+                            let gate = gate.lock().unwrap().take();
+                            move || {
+                                if let Some(gate) = gate {
+                                    gate.recv().map_err(|_| RenderError::NotReady)?;
+                                }
+                                Ok(rendered("new"))
+                            }
+                        },
+                        || false,
+                    )
+                    .await
+            })
+        };
+        wait_until("the prewarm to start", || cache.stats().in_flight == 1).await;
+        let request = {
+            let (cache, calls) = (cache.clone(), calls.clone());
+            spawn(async move {
+                cache
+                    .lookup(key("master", 2), counting(&calls, "dup"))
+                    .await
+            })
+        };
+        wait_until("the request to join", || cache.stats().misses == 2).await;
+        open.send(()).unwrap();
+        prewarm.await.unwrap();
+        let request = request.await.unwrap();
+        assert_eq!(request.outcome, CacheOutcome::Joined);
+        assert_eq!(request.result.unwrap().body, "new");
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "only the first generation's render ran"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_superseded_generation_is_not_prewarmed() {
+        let cache = PayloadCache::new(1 << 20);
+        let calls = Arc::new(AtomicUsize::new(0));
+        for pool in ["a", "b"] {
+            cache
+                .get_or_render(key(pool, 1), counting(&calls, "old"))
+                .await
+                .unwrap();
+        }
+        cache
+            .advance_and_prewarm(2, |_| counting(&calls, "new"), || true)
+            .await;
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        assert_eq!(cache.stats().prewarms, 0);
     }
 }
