@@ -25,6 +25,8 @@ KEEP=${MCS_BENCH_KEEP:-0}                         # 1: keep the work directory f
 # synthetic one at every servable version, so that many distinct 4 MB payloads are cached.
 REALISTIC_VERSIONS=${MCS_BENCH_REALISTIC_VERSIONS:-3.4.0}
 SYNTHETIC_VERSIONS=${MCS_BENCH_SYNTHETIC_VERSIONS:-2.2.0,3.0.0,3.1.0,3.2.0,3.3.0,3.4.0,3.5.0}
+CLUSTER_POOLS=${MCS_BENCH_CLUSTER_POOLS:-20}       # synthetic 4 MB pools served in cluster mode
+CLUSTER_VERSIONS=${MCS_BENCH_CLUSTER_VERSIONS:-3.4.0}
 USER_AGENT='Ignition/2.20.0'
 
 # Targets from issue 8.
@@ -102,11 +104,21 @@ mc_file() {
     echo "$dir/machine-configs/$name.yaml"
 }
 
-start_ours() { # NAME BASEDIR -> sets OURS_PID, OURS_PORT
-    local name=$1 dir=$2
+# start_ours NAME MODE DIR -> sets OURS_PID, OURS_PORT. MODE bootstrap serves DIR as the base
+# directory; MODE cluster runs `start` against the fake API server described by DIR/cluster.env.
+start_ours() {
+    local name=$1 mode=$2 dir=$3 args=()
+    if [[ $mode == bootstrap ]]; then
+        args=(bootstrap --server-basedir "$dir" --bootstrap-kubeconfig "$dir/kubeconfig")
+    else
+        local KUBECONFIG TOKEN_DIR
+        # shellcheck source=/dev/null
+        source "$dir/cluster.env"
+        args=(start --kubeconfig "$KUBECONFIG" --bootstrap-token-dir "$TOKEN_DIR"
+            --apiserver-url https://api-int.example.com:6443)
+    fi
     OURS_PORT=$(free_port)
-    "$REPO/target/release/machine-config-server" bootstrap \
-        --server-basedir "$dir" --bootstrap-kubeconfig "$dir/kubeconfig" \
+    "$REPO/target/release/machine-config-server" "${args[@]}" \
         --cert "$CERT" --key "$KEY" --secure-port "$OURS_PORT" --insecure-port 0 \
         --bind-address 127.0.0.1 --metrics-bind-address "" \
         >"$WORK/ours-$name.log" 2>&1 &
@@ -271,7 +283,12 @@ prepare_www() { # DIR TARGETS WWW
         path=${target%@*} version=${target#*@}
         mkdir -p "$www/$version/config"
         if ((run_ours)); then
-            code=$(fetch "$version" -o "$www/$version$path" -w '%{http_code}' "https://127.0.0.1:$OURS_PORT$path")
+            # Cluster mode answers 503 until its caches have synced.
+            for _ in $(seq 600); do
+                code=$(fetch "$version" -o "$www/$version$path" -w '%{http_code}' "https://127.0.0.1:$OURS_PORT$path")
+                [[ $code == 503 ]] || break
+                sleep 0.1
+            done
             [[ $code == 200 ]] || die "our server answered $code for $path at spec $version"
         else
             cp "$(mc_file "$dir" "${path##*/}")" "$www/$version$path"
@@ -315,13 +332,13 @@ cold_render() {
         awk '{ v[NR] = $1 * 1000 } END { printf "%.1f %.1f", v[int((NR + 1) / 2)], v[NR] }'
 }
 
-# bench_fixture NAME DIR POOLS VERSIONS RSS_TARGET_MB
+# bench_fixture NAME MODE DIR POOLS VERSIONS RSS_TARGET_MB
 bench_fixture() {
-    local name=$1 dir=$2 pools=$3 versions=$4 rss_target=$5 www="$WORK/www-$1" targets="" pool version
+    local name=$1 mode=$2 dir=$3 pools=$4 versions=$5 rss_target=$6 www="$WORK/www-$1" targets="" pool version
     for pool in ${pools//,/ }; do
         for version in ${versions//,/ }; do targets+="/config/$pool@$version "; done
     done
-    if ((run_ours)); then start_ours "$name" "$dir"; fi
+    if ((run_ours)); then start_ours "$name" "$mode" "$dir"; fi
     prepare_www "$dir" "$targets" "$www"
     start_nginx "$name" "$www"
     verify_same_bytes "$targets" "$www"
@@ -371,15 +388,18 @@ bench_fixture() {
         nginx_rss=$(nginx_peak_rss_kb "$NGINX_PID")
         row "$name: peak RSS under load" "$((rss / 1024)) MB" "$((nginx_rss / 1024)) MB" "-" \
             "< $rss_target MB" "$( ((rss < rss_target * 1024)) && echo pass || echo FAIL)" "VmHWM; nginx: master + workers"
-        echo "   cold renders" >&2
-        cold=$(cold_render "$dir" "${pools%%,*}" "${versions%%,*}")
-        local cold_target="info" cold_verdict="-"
-        if [[ $name == realistic ]]; then
-            cold_target="< $TARGET_COLD_MS ms"
-            cold_verdict=$(awk -v m="${cold% *}" -v t="$TARGET_COLD_MS" 'BEGIN { print (m < t ? "pass" : "FAIL") }')
+        # Cold renders edit a MachineConfig file: bootstrap mode only.
+        if [[ $mode == bootstrap ]]; then
+            echo "   cold renders" >&2
+            cold=$(cold_render "$dir" "${pools%%,*}" "${versions%%,*}")
+            local cold_target="info" cold_verdict="-"
+            if [[ $name == realistic ]]; then
+                cold_target="< $TARGET_COLD_MS ms"
+                cold_verdict=$(awk -v m="${cold% *}" -v t="$TARGET_COLD_MS" 'BEGIN { print (m < t ? "pass" : "FAIL") }')
+            fi
+            row "$name: first request after a change" "${cold% *} ms" "-" "-" "$cold_target" "$cold_verdict" \
+                "median of $COLD_SAMPLES, max ${cold#* } ms, whole request incl. TLS handshake"
         fi
-        row "$name: first request after a change" "${cold% *} ms" "-" "-" "$cold_target" "$cold_verdict" \
-            "median of $COLD_SAMPLES, max ${cold#* } ms, whole request incl. TLS handshake"
         stop_pid "$OURS_PID"
     else
         local s
@@ -392,8 +412,15 @@ bench_fixture() {
 }
 
 if ((run_ours)); then
-    echo "building machine-config-server (release)" >&2
+    echo "building machine-config-server and benches/fake_cluster.rs (release)" >&2
     (cd "$REPO" && cargo build --release --quiet --bin machine-config-server)
+    FAKE_CLUSTER=$(cd "$REPO" && cargo build --release --quiet --bench fake_cluster --message-format=json |
+        python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "fake_cluster":
+        print(m["executable"])')
+    [[ -x $FAKE_CLUSTER ]] || die "could not build benches/fake_cluster.rs"
 fi
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -404,12 +431,31 @@ fi
 # The realistic fixture, copied so the cold-render step may edit it.
 cp -r "$FIXTURE" "$WORK/realistic"
 chmod -R u+w "$WORK/realistic"
-bench_fixture realistic "$WORK/realistic" master "$REALISTIC_VERSIONS" "$TARGET_RSS_REALISTIC_MB"
+bench_fixture realistic bootstrap "$WORK/realistic" master "$REALISTIC_VERSIONS" "$TARGET_RSS_REALISTIC_MB"
 
 # Synthetic multi-megabyte configs: bootstrap mode serves the master and arbiter pools.
 python3 "$REPO/benches/gen_bootstrap.py" "$WORK/synthetic" --template "$FIXTURE" \
     --pools master,arbiter --config-bytes "$SYNTHETIC_BYTES"
-bench_fixture synthetic "$WORK/synthetic" master,arbiter "$SYNTHETIC_VERSIONS" "$TARGET_RSS_SYNTHETIC_MB"
+bench_fixture synthetic bootstrap "$WORK/synthetic" master,arbiter "$SYNTHETIC_VERSIONS" "$TARGET_RSS_SYNTHETIC_MB"
+
+# Many synthetic pools in one process: cluster mode (`start`) against the tests' fake API
+# server (benches/fake_cluster.rs) holding CLUSTER_POOLS generated 4 MB pools.
+if ((run_ours)); then
+    pools=$(seq -s, -f 'pool%02g' 1 "$CLUSTER_POOLS")
+    python3 "$REPO/benches/gen_bootstrap.py" "$WORK/cluster" --template "$FIXTURE" \
+        --pools "$pools" --config-bytes "$SYNTHETIC_BYTES"
+    "$FAKE_CLUSTER" "$WORK/cluster" >"$WORK/cluster/cluster.env" 2>"$WORK/fake-cluster.log" &
+    FAKE_PID=$!
+    STARTED+=("$FAKE_PID")
+    for _ in $(seq 600); do
+        grep -q '^TOKEN_DIR=' "$WORK/cluster/cluster.env" 2>/dev/null && break
+        kill -0 "$FAKE_PID" 2>/dev/null || die "fake API server exited: $(tail -n 5 "$WORK/fake-cluster.log")"
+        sleep 0.1
+    done
+    grep -q '^TOKEN_DIR=' "$WORK/cluster/cluster.env" || die "fake API server did not start"
+    bench_fixture cluster cluster "$WORK/cluster" "$pools" "$CLUSTER_VERSIONS" "$TARGET_RSS_SYNTHETIC_MB"
+    stop_pid "$FAKE_PID"
+fi
 
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 mkdir -p "$REPO/benches/results"
