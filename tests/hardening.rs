@@ -218,30 +218,154 @@ fn malformed_requests_get_clean_answers() {
     );
 }
 
+/// The arbiter pool file, pointing at `rendered-arbiter-broken`.
+const ARBITER_POOL: &str = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: arbiter\nspec:\n  configuration:\n    name: rendered-arbiter-broken\nstatus:\n  configuration:\n    name: rendered-arbiter-broken\n";
+
+fn broken_machine_config(config_yaml: &str) -> String {
+    format!(
+        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: rendered-arbiter-broken\n  annotations:\n    case: \"{}\"\nspec:\n{config_yaml}",
+        config_yaml.len()
+    )
+}
+
 #[test]
-fn a_broken_pool_does_not_affect_the_others() {
+fn broken_machine_configs_get_a_clear_status_and_other_pools_keep_serving() {
     let dir = tempfile::tempdir().unwrap();
     mcs::copy_dir(&mcs::repo().join("config/bootstrap"), dir.path());
-    // An arbiter pool whose rendered MachineConfig holds an invalid Ignition config.
+    std::fs::write(dir.path().join("machine-pools/arbiter.yaml"), ARBITER_POOL).unwrap();
+    let mc_path = dir
+        .path()
+        .join("machine-configs/rendered-arbiter-broken.yaml");
     std::fs::write(
-        dir.path().join("machine-pools/arbiter.yaml"),
-        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: arbiter\nspec:\n  configuration:\n    name: rendered-arbiter-broken\nstatus:\n  configuration:\n    name: rendered-arbiter-broken\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("machine-configs/rendered-arbiter-broken.yaml"),
-        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: rendered-arbiter-broken\nspec:\n  config:\n    ignition:\n      version: 3.5.0\n    storage:\n      files:\n      - path: relative/path\n        mode: 420\n",
+        &mc_path,
+        broken_machine_config("  config:\n    ignition:\n      version: 3.5.0\n"),
     )
     .unwrap();
     let server = Server::bootstrap(dir.path(), &[]);
-    let broken = server.http("GET", "/config/arbiter", &[("Accept", IGNITION_3_5)]);
-    assert_eq!(broken.status, 500);
+    assert_eq!(
+        server
+            .http("GET", "/config/arbiter", &[("Accept", IGNITION_3_5)])
+            .status,
+        200
+    );
+
+    let file = |entry: &str| {
+        format!(
+            "  config:\n    ignition:\n      version: 3.5.0\n    storage:\n      files:\n{entry}"
+        )
+    };
+    let cases: Vec<(&str, String, &str, u16)> = vec![
+        (
+            "relative file path",
+            file("      - path: relative/path\n        mode: 420\n"),
+            "3.5.0",
+            500,
+        ),
+        (
+            "unknown spec version",
+            "  config:\n    ignition:\n      version: 3.6.0\n".into(),
+            "3.5.0",
+            500,
+        ),
+        (
+            "not a semver",
+            "  config:\n    ignition:\n      version: banana\n".into(),
+            "3.5.0",
+            500,
+        ),
+        (
+            "config is not an object",
+            "  config: \"not an ignition config\"\n".into(),
+            "3.5.0",
+            500,
+        ),
+        (
+            "mode beyond 07777",
+            file("      - path: /etc/x\n        mode: 8192\n"),
+            "3.5.0",
+            500,
+        ),
+        (
+            "special mode bits below 3.4",
+            file("      - path: /usr/local/bin/x\n        mode: 2541\n"),
+            "3.3.0",
+            500,
+        ),
+        (
+            "special mode bits in 3.4",
+            file("      - path: /usr/local/bin/x\n        mode: 2541\n"),
+            "3.4.0",
+            200,
+        ),
+        (
+            "bad base64 data URL",
+            file(
+                "      - path: /etc/x\n        contents:\n          source: \"data:;base64,@@@\"\n",
+            ),
+            "3.5.0",
+            500,
+        ),
+        (
+            "duplicate file paths",
+            file("      - path: /etc/x\n      - path: /etc/x\n"),
+            "3.5.0",
+            500,
+        ),
+        (
+            "float where an integer belongs",
+            file("      - path: /etc/x\n        mode: 420.5\n"),
+            "3.5.0",
+            500,
+        ),
+    ];
+    let valid = broken_machine_config("  config:\n    ignition:\n      version: 3.5.0\n");
+    let mentions = |response: &mcs::Response, text: &str| {
+        String::from_utf8_lossy(&response.body).contains(text)
+    };
+    for (label, config, version, expected) in &cases {
+        // From a known-good state, so each answer is caused by this case's own config.
+        std::fs::write(&mc_path, &valid).unwrap();
+        mcs::poll("the valid config again", Duration::from_secs(5), || {
+            let response = server.http("GET", "/config/arbiter", &[("Accept", IGNITION_3_5)]);
+            (response.status == 200
+                && !mentions(&response, "\"/etc/x\"")
+                && !mentions(&response, "/usr/local/bin/x"))
+            .then_some(())
+        });
+        std::fs::write(&mc_path, broken_machine_config(config)).unwrap();
+        let accept = format!("application/vnd.coreos.ignition+json;version={version}");
+        mcs::poll(
+            &format!("{label}: {expected}"),
+            Duration::from_secs(5),
+            || {
+                let response = server.http("GET", "/config/arbiter", &[("Accept", &accept)]);
+                let this_config = *expected != 200 || mentions(&response, "/usr/local/bin/x");
+                (response.status == *expected && this_config).then_some(response)
+            },
+        );
+        // The other pool is unaffected.
+        assert_eq!(
+            server
+                .https("GET", "/config/master", &[("Accept", IGNITION_3_5)])
+                .status,
+            200,
+            "{label}"
+        );
+    }
+    // A MachineConfig file that is not even YAML: 500, cause logged once, others still served.
+    std::fs::write(&mc_path, "spec: [unclosed").unwrap();
+    mcs::poll("unparseable YAML: 500", Duration::from_secs(5), || {
+        (server
+            .http("GET", "/config/arbiter", &[("Accept", IGNITION_3_5)])
+            .status
+            == 500)
+            .then_some(())
+    });
     assert!(
         server.output().contains("rendered-arbiter-broken"),
-        "the cause is logged:\n{}",
+        "causes are logged:\n{}",
         server.output()
     );
-    assert!(broken.body.is_empty());
     assert_eq!(
         server
             .http("GET", "/config/master", &[("Accept", IGNITION_3_5)])
