@@ -61,6 +61,11 @@ impl Server {
     /// `machine-config-server <args…>` with the dev certificate and free ports; waits for the
     /// insecure port's `/healthz`.
     pub fn start(args: &[&str]) -> Server {
+        Server::start_with_env(args, &[])
+    }
+
+    /// [`Self::start`] with extra environment variables for the process.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
         let (secure, insecure, metrics) = (free_port(), free_port(), free_port());
         let certs = repo().join("certs");
         let mut command = Command::new(BIN);
@@ -75,6 +80,7 @@ impl Server {
             .arg(certs.join("tls.key"))
             .args(args)
             .env("RUST_LOG", "debug")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -145,6 +151,11 @@ impl Server {
     fn child_status(&self) -> std::io::Result<Option<std::process::ExitStatus>> {
         // `try_wait` needs `&mut`; the status is only used for a better panic message.
         Ok(None)
+    }
+
+    /// The process id (part of identities the server derives, such as its lease holder).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Everything the server printed so far.
