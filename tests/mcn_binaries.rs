@@ -182,9 +182,11 @@ fn one_binary_publishes_and_the_other_takes_over_when_it_stops() {
     poll("the other replica holding the lease", DEADLINE, || {
         (lease_holder(&api).as_deref() == Some(follower_id.as_str())).then_some(())
     });
-    poll("the new leader's log of creating worker-two", DEADLINE, || {
-        (created_lines(&follower, "worker-two") == 1).then_some(())
-    });
+    poll(
+        "the new leader's log of creating worker-two",
+        DEADLINE,
+        || (created_lines(&follower, "worker-two") == 1).then_some(()),
+    );
     assert_eq!(mcn_creates("worker-two"), 1, "{:?}", api.requests());
     assert_eq!(
         created_lines(&leader, "worker-two"),
