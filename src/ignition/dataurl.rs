@@ -82,7 +82,27 @@ fn is_token(c: char) -> bool {
     c.is_ascii() && !c.is_ascii_control() && c != ' ' && !is_tspecial(c)
 }
 
-fn is_url_char(c: char) -> bool {
+/// Byte classes for the data part, built once at compile time (data URLs are large and every
+/// validation pass scans them).
+const URL_CHAR: [bool; 256] = byte_table(false);
+const BASE64_CHAR: [bool; 256] = byte_table(true);
+
+const fn byte_table(base64: bool) -> [bool; 256] {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < 128 {
+        let c = i as u8 as char;
+        table[i] = if base64 {
+            is_base64_char(c)
+        } else {
+            is_url_char(c)
+        };
+        i += 1;
+    }
+    table
+}
+
+const fn is_url_char(c: char) -> bool {
     c.is_ascii()
         && !c.is_ascii_control()
         && !matches!(
@@ -91,7 +111,7 @@ fn is_url_char(c: char) -> bool {
         )
 }
 
-fn is_base64_char(c: char) -> bool {
+const fn is_base64_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '\n')
 }
 
@@ -274,7 +294,7 @@ impl<'a> Lexer<'a> {
     fn data(&mut self, keep_data: bool) -> Result<Vec<u8>, DataUrlError> {
         let data = &self.input[self.pos..];
         if self.base64 {
-            if !data.chars().all(is_base64_char) {
+            if !data.bytes().all(|b| BASE64_CHAR[usize::from(b)]) {
                 return Err(DataUrlError::new("invalid data character"));
             }
             if !keep_data {
@@ -293,7 +313,7 @@ impl<'a> Lexer<'a> {
                 .decode(cleaned)
                 .map_err(|e| DataUrlError::new(format!("illegal base64 data: {e}")))
         } else {
-            if !data.chars().all(is_url_char) {
+            if !data.bytes().all(|b| URL_CHAR[usize::from(b)]) {
                 return Err(DataUrlError::new("invalid data character"));
             }
             if !keep_data {

@@ -13,7 +13,7 @@ use super::error::{Stage, TranslateError};
 use super::gostd::url_parse;
 use super::json::{first_difference, join_index, join_key, strip_empty};
 use super::parse::round_trip;
-use super::validate::validate;
+use super::validate::{validate, validate_translated};
 use super::version::{GoSemver, SpecVersion};
 use super::{v2, Config};
 
@@ -102,7 +102,7 @@ fn hop_down(
         SpecVersion::V3_5 | SpecVersion::V2_2 => {}
     }
     cfg.ignition.version = next.as_str().to_string();
-    validate(cfg, next)
+    validate_translated(cfg, next)
         .into_result()
         .map_err(|report| TranslateError::Invalid {
             target,

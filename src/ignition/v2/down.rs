@@ -35,7 +35,7 @@ fn unsupported(field: impl Into<String>, reason: &str) -> TranslateError {
 pub(crate) fn from_v3_2(cfg: &Config) -> Result<Value, TranslateError> {
     check(cfg)?;
     let out = translate(cfg);
-    validate(&out)
+    validate(&out, true)
         .into_result()
         .map_err(|report| TranslateError::Invalid {
             target: TARGET,

@@ -29,7 +29,7 @@ pub(crate) fn parse(value: Value, version: &GoSemver, text: &str) -> Result<Conf
             version: text.to_string(),
         });
     };
-    validate::validate(&config)
+    validate::validate(&config, false)
         .into_result()
         .map_err(|report| invalid(report.to_string()))?;
     up::to_canonical(config)

@@ -13,9 +13,19 @@ use crate::ignition::validate::{
 };
 use crate::ignition::version::GoSemver;
 
-pub(crate) fn validate(config: &Config) -> Report {
+/// Validate a 2.2 config. With `inline_checked` (the output of the 3.2→2.2 hop, whose sources
+/// the serve path already validated), `data:` URLs are not decoded again: their rules are the
+/// same in spec 2 and 3.
+pub(crate) fn validate(config: &Config, inline_checked: bool) -> Report {
     let mut r = Report::default();
-    ignition(&mut r, &config.ignition);
+    let check_url = |s: &str| {
+        if inline_checked && s.starts_with("data:") {
+            Ok(())
+        } else {
+            check_url_v2(s)
+        }
+    };
+    ignition(&mut r, &config.ignition, &check_url);
     for (i, unit) in config.networkd.units.iter().enumerate() {
         let path = join_index("networkd.units", i);
         check(
@@ -30,7 +40,7 @@ pub(crate) fn validate(config: &Config) -> Report {
     for (i, user) in config.passwd.users.iter().enumerate() {
         passwd_user(&mut r, &join_index("passwd.users", i), user);
     }
-    storage(&mut r, &config.storage);
+    storage(&mut r, &config.storage, &check_url);
     for (i, unit) in config.systemd.units.iter().enumerate() {
         let path = join_index("systemd.units", i);
         check(
@@ -99,12 +109,14 @@ fn verification(r: &mut Report, path: &str, v: &Verification) {
     }
 }
 
-fn reference(r: &mut Report, path: &str, c: &ConfigReference) {
-    check(r, join_key(path, "source"), check_url_v2(&c.source));
+type UrlCheck<'a> = &'a dyn Fn(&str) -> Result<(), String>;
+
+fn reference(r: &mut Report, path: &str, c: &ConfigReference, check_url: UrlCheck<'_>) {
+    check(r, join_key(path, "source"), check_url(&c.source));
     verification(r, path, &c.verification);
 }
 
-fn ignition(r: &mut Report, ign: &Ignition) {
+fn ignition(r: &mut Report, ign: &Ignition, check_url: UrlCheck<'_>) {
     match GoSemver::parse(&ign.version) {
         None => r.add(
             "ignition.version",
@@ -117,16 +129,22 @@ fn ignition(r: &mut Report, ign: &Ignition) {
         Some(_) => {}
     }
     for (i, append) in ign.config.append.iter().enumerate() {
-        reference(r, &join_index("ignition.config.append", i), append);
+        reference(
+            r,
+            &join_index("ignition.config.append", i),
+            append,
+            check_url,
+        );
     }
     if let Some(replace) = &ign.config.replace {
-        reference(r, "ignition.config.replace", replace);
+        reference(r, "ignition.config.replace", replace, check_url);
     }
     for (i, ca) in ign.security.tls.certificate_authorities.iter().enumerate() {
         reference(
             r,
             &join_index("ignition.security.tls.certificateAuthorities", i),
             ca,
+            check_url,
         );
     }
 }
@@ -189,7 +207,7 @@ fn node(
     }
 }
 
-fn storage(r: &mut Report, s: &Storage) {
+fn storage(r: &mut Report, s: &Storage, check_url: UrlCheck<'_>) {
     for (i, d) in s.directories.iter().enumerate() {
         let path = join_index("storage.directories", i);
         node(r, &path, &d.filesystem, &d.path, &d.user, &d.group);
@@ -221,7 +239,7 @@ fn storage(r: &mut Report, s: &Storage) {
         check(
             r,
             join_key(&contents, "source"),
-            check_url_v2(&f.contents.source),
+            check_url(&f.contents.source),
         );
         verification(r, &contents, &f.contents.verification);
     }
