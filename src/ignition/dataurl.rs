@@ -313,11 +313,11 @@ impl<'a> Lexer<'a> {
                 .decode(cleaned)
                 .map_err(|e| DataUrlError::new(format!("illegal base64 data: {e}")))
         } else {
-            if !data.bytes().all(|b| URL_CHAR[usize::from(b)]) {
-                return Err(DataUrlError::new("invalid data character"));
-            }
             if !keep_data {
                 return check_percent(data).map(|()| Vec::new());
+            }
+            if !data.bytes().all(|b| URL_CHAR[usize::from(b)]) {
+                return Err(DataUrlError::new("invalid data character"));
             }
             percent_decode(data)
         }
@@ -369,14 +369,18 @@ fn percent_decode(s: &str) -> Result<Vec<u8>, DataUrlError> {
     Ok(out)
 }
 
-/// What [`percent_decode`] would reject, without decoding.
+/// What the data lexer and [`percent_decode`] would reject, in one pass without decoding.
 fn check_percent(s: &str) -> Result<(), DataUrlError> {
     let b = s.as_bytes();
     let mut i = 0;
-    while let Some(offset) = b[i..].iter().position(|&c| c == b'%' || !c.is_ascii()) {
-        i += offset;
-        if !b[i].is_ascii() {
-            return Err(DataUrlError::new("rfc2396: non-ASCII char detected"));
+    while i < b.len() {
+        let c = b[i];
+        if !URL_CHAR[usize::from(c)] {
+            return Err(DataUrlError::new("invalid data character"));
+        }
+        if c != b'%' {
+            i += 1;
+            continue;
         }
         match (b.get(i + 1), b.get(i + 2)) {
             (Some(h1), Some(h0)) if h1.is_ascii_hexdigit() && h0.is_ascii_hexdigit() => i += 3,

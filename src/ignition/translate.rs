@@ -141,6 +141,10 @@ fn check_resource_3_3(
     let Some(source) = res.source.as_deref().filter(|s| !s.is_empty()) else {
         return Ok(());
     };
+    if source.starts_with("data:") {
+        // Not `arn:`, and already parsed by the serve-path validation.
+        return Ok(());
+    }
     let field = join_key(path, "source");
     match url_parse(source) {
         Err(()) => Err(unsupported(target, field, "unable to parse url")),
