@@ -66,6 +66,21 @@ impl Server {
 
     /// [`Self::start`] with extra environment variables for the process.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
+        // A free port can be taken by another test between `free_port` and the server's bind:
+        // then the server exits naming the port, and we try again with new ones.
+        let mut last_output = String::new();
+        for _ in 0..5 {
+            let mut server = Server::spawn(args, env);
+            match server.wait_started() {
+                Ok(()) => return server,
+                Err(output) if output.contains("cannot listen") => last_output = output,
+                Err(output) => panic!("server exited before serving:\n{output}"),
+            }
+        }
+        panic!("server could not bind free ports in 5 attempts:\n{last_output}");
+    }
+
+    fn spawn(args: &[&str], env: &[(&str, &str)]) -> Server {
         let (secure, insecure, metrics) = (free_port(), free_port(), free_port());
         let certs = repo().join("certs");
         let mut command = Command::new(BIN);
@@ -98,15 +113,13 @@ impl Server {
                 }
             });
         }
-        let server = Server {
+        Server {
             child,
             secure: ([127, 0, 0, 1], secure).into(),
             insecure: ([127, 0, 0, 1], insecure).into(),
             metrics: ([127, 0, 0, 1], metrics).into(),
             output,
-        };
-        server.wait_healthy();
-        server
+        }
     }
 
     /// Bootstrap mode on `base_dir` with its `kubeconfig` file.
@@ -125,19 +138,19 @@ impl Server {
         Server::start(&args)
     }
 
-    fn wait_healthy(&self) {
+    /// Wait for `/healthz` on the insecure port; `Err(output)` if the process exited first.
+    fn wait_started(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Ok(response) = try_request(self.insecure, None, "GET", "/healthz", &[]) {
                 if response.status == 200 {
-                    return;
+                    return Ok(());
                 }
             }
-            if let Ok(Some(status)) = self.child_status() {
-                panic!(
-                    "server exited with {status} before serving:\n{}",
-                    self.output()
-                );
+            if let Ok(Some(_)) = self.child.try_wait() {
+                // Let the reader threads collect the last lines.
+                std::thread::sleep(Duration::from_millis(50));
+                return Err(self.output());
             }
             assert!(
                 Instant::now() < deadline,
@@ -146,11 +159,6 @@ impl Server {
             );
             std::thread::sleep(Duration::from_millis(25));
         }
-    }
-
-    fn child_status(&self) -> std::io::Result<Option<std::process::ExitStatus>> {
-        // `try_wait` needs `&mut`; the status is only used for a better panic message.
-        Ok(None)
     }
 
     /// The process id (part of identities the server derives, such as its lease holder).
