@@ -465,37 +465,7 @@ const LAYERED_IMAGE: &str = "quay.io/example/layered-rhcos@sha256:11111111111111
 const CLUSTER_TOKEN: &str = "explain-test-bootstrap-token-0123456789";
 const APISERVER_URL: &str = "https://api-int.example.com:6443";
 
-const CONTROLLER_CONFIG: &str = r#"
-apiVersion: machineconfiguration.openshift.io/v1
-kind: ControllerConfig
-metadata:
-  name: machine-config-controller
-spec:
-  additionalTrustBundle: ""
-  baseOSContainerImage: ""
-  cloudProviderCAData: ""
-  cloudProviderConfig: ""
-  clusterDNSIP: 172.30.0.10
-  dns:
-    apiVersion: config.openshift.io/v1
-    kind: DNS
-    spec:
-      baseDomain: example.com
-  images: {}
-  infra:
-    apiVersion: config.openshift.io/v1
-    kind: Infrastructure
-    spec:
-      platformSpec:
-        type: None
-  ipFamilies: IPv4
-  kubeAPIServerServingCAData: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCktVQkUgQVBJIFNFUlZFUiBTRVJWSU5HIENBIERBVEEKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=
-  network:
-    mtuMigration: {}
-  proxy: {}
-  releaseImage: quay.io/openshift-release-dev/ocp-release@sha256:ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff
-  rootCAData: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tClJPT1QgQ0EgREFUQQotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg==
-"#;
+use support::CONTROLLER_CONFIG;
 
 /// The realistic fixture as cluster objects, with `worker` mid-rollout (a node already runs
 /// the newest render), a pool `infra` whose current render is gone, and `layered-worker` with

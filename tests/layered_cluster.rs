@@ -93,38 +93,7 @@ spec:
 }
 
 fn controller_config() -> String {
-    r#"
-apiVersion: machineconfiguration.openshift.io/v1
-kind: ControllerConfig
-metadata:
-  name: machine-config-controller
-spec:
-  additionalTrustBundle: ""
-  baseOSContainerImage: ""
-  cloudProviderCAData: ""
-  cloudProviderConfig: ""
-  clusterDNSIP: 172.30.0.10
-  dns:
-    apiVersion: config.openshift.io/v1
-    kind: DNS
-    spec:
-      baseDomain: example.com
-  images: {}
-  infra:
-    apiVersion: config.openshift.io/v1
-    kind: Infrastructure
-    spec:
-      platformSpec:
-        type: None
-  ipFamilies: IPv4
-  kubeAPIServerServingCAData: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCktVQkUgQVBJIFNFUlZFUiBTRVJWSU5HIENBIERBVEEKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=
-  network:
-    mtuMigration: {}
-  proxy: {}
-  releaseImage: quay.io/openshift-release-dev/ocp-release@sha256:ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff
-  rootCAData: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tClJPT1QgQ0EgREFUQQotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg==
-"#
-    .to_string()
+    support::CONTROLLER_CONFIG.to_string()
 }
 
 fn pool_yaml(name: &str, rendered: &str) -> String {

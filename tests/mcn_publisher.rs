@@ -63,37 +63,7 @@ fn cluster_yaml() -> String {
     docs.join("\n---\n")
 }
 
-const CONTROLLER_CONFIG: &str = r#"
-apiVersion: machineconfiguration.openshift.io/v1
-kind: ControllerConfig
-metadata:
-  name: machine-config-controller
-spec:
-  additionalTrustBundle: ""
-  baseOSContainerImage: ""
-  cloudProviderCAData: ""
-  cloudProviderConfig: ""
-  clusterDNSIP: 172.30.0.10
-  dns:
-    apiVersion: config.openshift.io/v1
-    kind: DNS
-    spec:
-      baseDomain: example.com
-  images: {}
-  infra:
-    apiVersion: config.openshift.io/v1
-    kind: Infrastructure
-    spec:
-      platformSpec:
-        type: None
-  ipFamilies: IPv4
-  kubeAPIServerServingCAData: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCktVQkUgQVBJIFNFUlZFUiBTRVJWSU5HIENBIERBVEEKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=
-  network:
-    mtuMigration: {}
-  proxy: {}
-  releaseImage: quay.io/openshift-release-dev/ocp-release@sha256:ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff
-  rootCAData: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tClJPT1QgQ0EgREFUQQotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg==
-"#;
+use support::CONTROLLER_CONFIG;
 
 fn pool_yaml(name: &str, rendered: &str) -> String {
     format!(
