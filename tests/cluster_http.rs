@@ -153,6 +153,7 @@ fn not_ready_until_the_caches_sync() {
     let cluster = Cluster::start(false);
     // The process serves (the load balancer's health check) but has no cluster state.
     assert_eq!(cluster.server.http("GET", "/healthz", &[]).status, 200);
+    assert_eq!(cluster.server.https("GET", "/healthz", &[]).status, 200);
     poll("the unreachable API to be reported", DEADLINE, || {
         (cluster.metric("mcs_api_reachable") == Some(0.0)).then_some(())
     });
@@ -160,8 +161,11 @@ fn not_ready_until_the_caches_sync() {
     assert_eq!(cluster.get("no-such-pool").status, 503);
     assert_eq!(cluster.admin("/readyz").status, 503);
 
+    assert_eq!(cluster.server.https("GET", "/healthz", &[]).status, 200);
+
     cluster.api.restart();
     cluster.wait_ready();
+    assert_eq!(cluster.server.https("GET", "/healthz", &[]).status, 200);
     let config = cluster.config("worker");
     assert_eq!(booted_config(&config), WORKER_RENDERED);
     let (server, token, ca) = kubeconfig_parts(&file(&config, KUBECONFIG_FILE));
