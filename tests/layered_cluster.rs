@@ -13,9 +13,7 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use http::{Request, StatusCode};
-use http_body_util::BodyExt;
+use http::StatusCode;
 use machine_config_server::cache::PayloadCache;
 use machine_config_server::ignition::dataurl;
 use machine_config_server::metrics::{Metrics, PoolStatusBoard};
@@ -26,7 +24,6 @@ use machine_config_server::server::{router, AppState};
 use machine_config_server::source::cluster::{self, ClusterSettings, ClusterSource};
 use serde_json::{json, Value};
 use support::fake_apiserver::{FakeApiServer, Options};
-use tower::ServiceExt;
 
 const DEADLINE: Duration = Duration::from_secs(20);
 /// The issue's promise: a node finishing its update switches what new nodes get this fast.
@@ -350,25 +347,10 @@ impl Cluster {
         }
     }
 
-    async fn get(router: &axum::Router, path: &str) -> (StatusCode, Vec<u8>) {
-        let request = Request::get(path)
-            .header(
-                "Accept",
-                "application/vnd.coreos.ignition+json;version=3.5.0, */*;q=0.1",
-            )
-            .header("User-Agent", "Ignition/2.20.0")
-            .body(Body::empty())
-            .unwrap();
-        let response = router.clone().oneshot(request).await.unwrap();
-        let status = response.status();
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        (status, body.to_vec())
-    }
-
     /// What a node booting into `pool` gets: the image in its node annotations and in the
     /// encapsulated MachineConfig.
     async fn boot(&self, pool: &str) -> Boot {
-        let (status, body) = Self::get(&self.app, &format!("/config/{pool}")).await;
+        let (status, body) = support::router_get(&self.app, &format!("/config/{pool}")).await;
         assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
         let config: Value = serde_json::from_slice(&body).unwrap();
         let file = |path: &str| -> Value {
@@ -432,7 +414,7 @@ impl Cluster {
     }
 
     async fn status(&self, pool: &str) -> Value {
-        let (status, body) = Self::get(&self.admin, "/status").await;
+        let (status, body) = support::router_get(&self.admin, "/status").await;
         assert_eq!(status, StatusCode::OK);
         let page: Value = serde_json::from_slice(&body).unwrap();
         page["pools"][pool]["layered"].clone()
@@ -508,7 +490,7 @@ async fn scale_up_gets_the_layered_image_only_once_a_node_of_the_pool_runs_it() 
         .unwrap();
     cluster.boot_until(POOL, None, SWITCH_WITHIN).await;
 
-    let (_, metrics) = Cluster::get(&cluster.admin, "/metrics").await;
+    let (_, metrics) = support::router_get(&cluster.admin, "/metrics").await;
     let metrics = String::from_utf8(metrics).unwrap();
     for series in [
         r#"mcs_layered_decisions_total{pool="layered-worker",decision="base",reason="not_validated"}"#,

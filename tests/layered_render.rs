@@ -9,9 +9,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::body::Body;
-use http::{Request, StatusCode};
-use http_body_util::BodyExt;
+mod support;
+
+use http::StatusCode;
 use k8s_openapi::api::core::v1::{Node, Service};
 use machine_config_server::api::imagebuild::{MachineOSBuild, MachineOSConfig, Route};
 use machine_config_server::api::{MachineConfig, MachineConfigPool};
@@ -25,7 +25,6 @@ use machine_config_server::server::{router, AppState};
 use machine_config_server::snapshot::{Mode, Snapshot};
 use serde_json::Value;
 use tokio::sync::watch;
-use tower::ServiceExt;
 
 const POOL: &str = "layered-worker";
 const RENDERED: &str = "rendered-layered-worker-4a23d8fb65153ffa640ed631d46a8aa0";
@@ -289,24 +288,9 @@ impl Harness {
         self.snapshots.send_replace(Arc::new(snapshot));
     }
 
-    async fn get(router: &axum::Router, path: &str) -> (StatusCode, Vec<u8>) {
-        let request = Request::get(path)
-            .header(
-                "Accept",
-                "application/vnd.coreos.ignition+json;version=3.5.0, */*;q=0.1",
-            )
-            .header("User-Agent", "Ignition/2.20.0")
-            .body(Body::empty())
-            .unwrap();
-        let response = router.clone().oneshot(request).await.unwrap();
-        let status = response.status();
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        (status, body.to_vec())
-    }
-
     /// Fetches the pool's config as Ignition would and returns the files the node cares about.
     async fn served(&self, pool: &str) -> Served {
-        let (status, body) = Self::get(&self.app, &format!("/config/{pool}")).await;
+        let (status, body) = support::router_get(&self.app, &format!("/config/{pool}")).await;
         assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
         let config: Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(config["ignition"]["version"], "3.5.0");
@@ -325,7 +309,7 @@ impl Harness {
     }
 
     async fn metric(&self, pool: &str, decision: &str, reason: &str) -> u64 {
-        let (_, body) = Self::get(&self.admin, "/metrics").await;
+        let (_, body) = support::router_get(&self.admin, "/metrics").await;
         let text = String::from_utf8(body).unwrap();
         let series = format!(
             "mcs_layered_decisions_total{{pool=\"{pool}\",decision=\"{decision}\",reason=\"{reason}\"}} "
@@ -336,7 +320,7 @@ impl Harness {
     }
 
     async fn status(&self, pool: &str) -> Value {
-        let (status, body) = Self::get(&self.admin, "/status").await;
+        let (status, body) = support::router_get(&self.admin, "/status").await;
         assert_eq!(status, StatusCode::OK);
         let page: Value = serde_json::from_slice(&body).unwrap();
         page["pools"][pool]["layered"].clone()
