@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::cache::PayloadCache;
-use crate::cli::{self, Cli, Command, UsageError};
+use crate::cli::{self, Cli, Command, RunError, UsageError};
 use crate::metrics::{Metrics, PoolStatusBoard};
 use crate::render::layered::DecisionTracker;
 use crate::server::access::AccessPolicy;
@@ -23,15 +23,6 @@ use crate::server::{self, AppState};
 use crate::snapshot::Snapshot;
 use crate::source::bootstrap::{self, BootstrapSettings};
 use crate::source::cluster;
-
-/// Why the process could not run: usage errors exit 64, everything else 1.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error(transparent)]
-    Usage(#[from] UsageError),
-    #[error(transparent)]
-    Other(#[from] anyhow::Error),
-}
 
 /// Memory budget of the payload cache: a few large pools in every spec version.
 const CACHE_MAX_BYTES: usize = 128 << 20;

@@ -213,6 +213,15 @@ pub enum ExplainOutput {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// Why the process could not run: usage errors exit 64, everything else 1.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Usage(#[from] UsageError),
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
 /// `--bootstrap-certs` entries as (registry name, file under the base directory).
 pub fn parse_bootstrap_certs(values: &[String]) -> Result<Vec<(String, PathBuf)>, UsageError> {
     values

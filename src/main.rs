@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 
 use clap::Parser as _;
-use machine_config_server::app::{self, RunError};
-use machine_config_server::cli::{Cli, Command, LogFormatArg};
+use machine_config_server::app;
+use machine_config_server::cli::{Cli, Command, LogFormatArg, RunError};
 use machine_config_server::telemetry::{self, LogFormat};
 
 /// `EX_USAGE`: bad flags or files.

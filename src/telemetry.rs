@@ -2,7 +2,8 @@
 //! mapping from the original server's klog `-v` numbers to levels, and the request span every
 //! config request runs in.
 //!
-//! Owns: the subscriber, the filter directives, the request span's name and field names.
+//! Owns: the subscriber, the filter directives, the request span's name and field names, and
+//! [`ErrorChain`], how an error and its causes read in one log line (every module logs through it).
 //! Must not touch: metrics, HTTP routing, anything on the request path beyond creating and
 //! filling the span. Called once from `main` before anything logs.
 //!
@@ -214,6 +215,22 @@ pub fn record_response(span: &Span, status: u16, bytes: u64, elapsed: Duration) 
 /// Records the `kind()` of the error a failed request hit.
 pub fn record_error_kind(span: &Span, kind: &'static str) {
     span.record("error_kind", kind);
+}
+
+/// Displays an error with its `source()` chain, `outer: inner: root`: how every module puts an
+/// error into one log line or report.
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

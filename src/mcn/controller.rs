@@ -39,8 +39,8 @@ use super::served::ServedLog;
 use super::FIELD_MANAGER;
 use crate::api::machineconfignode::{MachineConfigNode, MachineConfigNodeStatus};
 use crate::metrics::Metrics;
-use crate::server::ErrorChain;
 use crate::snapshot::Snapshot;
+use crate::telemetry::ErrorChain;
 
 /// Retry and resync timing of the reconcile loop.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -351,12 +351,12 @@ pub async fn run(
             Err(error) => {
                 let past_deadline = deadline.is_some_and(|d| Instant::now() >= d);
                 if is_leading && past_deadline {
-                    warn!(%lease, error = %crate::server::ErrorChain(&error), "could not renew the lease in time; stopped publishing");
+                    warn!(%lease, error = %crate::telemetry::ErrorChain(&error), "could not renew the lease in time; stopped publishing");
                     leading.send_replace(false);
                 } else if !failing {
-                    warn!(%lease, error = %crate::server::ErrorChain(&error), "lease request failed; retrying");
+                    warn!(%lease, error = %crate::telemetry::ErrorChain(&error), "lease request failed; retrying");
                 } else {
-                    debug!(%lease, error = %crate::server::ErrorChain(&error), "lease request failed again");
+                    debug!(%lease, error = %crate::telemetry::ErrorChain(&error), "lease request failed again");
                 }
                 failing = true;
             }
@@ -383,7 +383,7 @@ pub async fn run(
         match tokio::time::timeout(settings.renew_period, elector.release()).await {
             Ok(Ok(())) => info!(%lease, "released the lease"),
             Ok(Err(error)) => {
-                warn!(%lease, error = %crate::server::ErrorChain(&error), "could not release the lease; it expires on its own")
+                warn!(%lease, error = %crate::telemetry::ErrorChain(&error), "could not release the lease; it expires on its own")
             }
             Err(_) => warn!(%lease, "could not release the lease in time; it expires on its own"),
         }

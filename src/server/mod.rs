@@ -32,6 +32,7 @@ use crate::render::layered::DecisionTracker;
 use crate::render::{self, RenderError, Rendered};
 use crate::snapshot::Snapshot;
 use crate::telemetry;
+use crate::telemetry::ErrorChain;
 
 /// Shared state of the request handlers: cheap handles only.
 #[derive(Clone)]
@@ -282,21 +283,6 @@ pub fn status_for(error: &RenderError) -> StatusCode {
         | RenderError::Parse { .. }
         | RenderError::KernelArguments(_)
         | RenderError::Translate { .. } => StatusCode::INTERNAL_SERVER_ERROR,
-    }
-}
-
-/// Displays an error with its `source()` chain: `outer: inner: root`.
-pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
-
-impl std::fmt::Display for ErrorChain<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut source = self.0.source();
-        while let Some(cause) = source {
-            write!(f, ": {cause}")?;
-            source = cause.source();
-        }
-        Ok(())
     }
 }
 

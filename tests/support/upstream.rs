@@ -26,11 +26,7 @@ pub fn dir() -> Option<PathBuf> {
     match std::env::var_os(VAR) {
         Some(value) if !value.is_empty() => {
             let dir = PathBuf::from(value);
-            assert!(
-                dir.is_dir(),
-                "{VAR}={} is not a directory",
-                dir.display()
-            );
+            assert!(dir.is_dir(), "{VAR}={} is not a directory", dir.display());
             Some(dir)
         }
         _ => {

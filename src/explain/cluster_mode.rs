@@ -1,0 +1,130 @@
+//! Loading a cluster snapshot: the cluster source started until its caches sync (or the
+//! timeout), then stopped. Nothing is written to the cluster.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::cli::{ExplainFlags, RunError, UsageError};
+use crate::source::cluster::{self, ClusterObserver, ClusterSettings};
+
+use super::Loaded;
+
+/// The cluster source started until every cache has synced (or `--timeout-seconds`), then
+/// stopped. Nothing is written to the cluster.
+pub(super) async fn load_cluster(flags: &ExplainFlags) -> Result<Loaded, RunError> {
+    if flags.apiserver_url.is_empty() {
+        return Err(UsageError(
+            "--apiserver-url is required in cluster mode: it is written into the served kubeconfig"
+                .into(),
+        )
+        .into());
+    }
+    // Without a token the cluster source never becomes ready; say so now, naming the flag.
+    let inputs = cluster::kubeconfig::read_token_dir(&flags.bootstrap_token_dir, None).await;
+    if let Err(e) = &inputs.token {
+        return Err(UsageError(format!(
+            "--bootstrap-token-dir {}: {e} (run explain where the server runs, or point it at a \
+             copy of the node-bootstrapper token)",
+            flags.bootstrap_token_dir.display()
+        ))
+        .into());
+    }
+    let settings = ClusterSettings {
+        kubeconfig: flags.kubeconfig.clone(),
+        bootstrap_token_dir: flags.bootstrap_token_dir.clone(),
+        ..ClusterSettings::new(flags.apiserver_url.clone())
+    };
+    let source_name = match &flags.kubeconfig {
+        Some(path) => format!("kubeconfig {}", path.display()),
+        None => "in-cluster configuration".to_string(),
+    };
+    let syncs = Arc::new(SyncRecorder::default());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let source = cluster::start(settings, syncs.clone(), async move {
+        let _ = stopped.await;
+    })
+    .await
+    .map_err(|e| UsageError(e.to_string()))?;
+
+    let timeout = Duration::from_secs(flags.timeout_seconds);
+    let mut ready = source.ready.clone();
+    let ready = matches!(
+        tokio::time::timeout(timeout, ready.wait_for(|ready| *ready)).await,
+        Ok(Ok(_))
+    );
+    let snapshot = source.snapshots.borrow().clone();
+    let _ = stop.send(());
+    if tokio::time::timeout(Duration::from_secs(5), source.join())
+        .await
+        .is_err()
+    {
+        tracing::warn!("the cluster source did not stop within 5 s");
+    }
+    let notes = if ready {
+        Vec::new()
+    } else {
+        vec![syncs.summary(timeout)]
+    };
+    Ok(Loaded {
+        snapshot,
+        ready,
+        source: source_name,
+        notes,
+    })
+}
+
+/// Records which watch caches synced and which failed, to say why a cluster was not ready.
+#[derive(Default)]
+pub(super) struct SyncRecorder {
+    kinds: Mutex<BTreeMap<&'static str, Option<&'static str>>>,
+}
+
+impl SyncRecorder {
+    pub(super) fn record(&self, kind: &'static str, failure: Option<&'static str>) {
+        let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        match (kinds.get(kind), failure) {
+            // A failure after the cache synced does not make it unsynced.
+            (Some(None), Some(_)) => {}
+            _ => {
+                kinds.insert(kind, failure);
+            }
+        }
+    }
+
+    pub(super) fn summary(&self, waited: Duration) -> String {
+        let kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        let synced: Vec<&str> = kinds
+            .iter()
+            .filter(|(_, failure)| failure.is_none())
+            .map(|(kind, _)| *kind)
+            .collect();
+        let failing: Vec<String> = kinds
+            .iter()
+            .filter_map(|(kind, failure)| failure.map(|reason| format!("{kind} ({reason})")))
+            .collect();
+        let list = |items: Vec<String>| {
+            if items.is_empty() {
+                "none".to_string()
+            } else {
+                items.join(", ")
+            }
+        };
+        format!(
+            "the watch caches did not all sync within {} s (--timeout-seconds); failing: {}; synced: {}",
+            waited.as_secs(),
+            list(failing),
+            list(synced.into_iter().map(str::to_string).collect())
+        )
+    }
+}
+
+impl ClusterObserver for SyncRecorder {
+    fn watch_failed(&self, kind: &'static str, reason: &'static str) {
+        self.record(kind, Some(reason));
+    }
+
+    fn cache_synced(&self, kind: &'static str) {
+        self.record(kind, None);
+    }
+}

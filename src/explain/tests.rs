@@ -1,0 +1,361 @@
+//! Unit tests of the explanation and its text form.
+use super::*;
+use crate::api::{ControllerConfig, MachineConfig, MachineConfigPool};
+use crate::ignition::dataurl;
+use crate::render;
+use crate::render::layered::DecisionReason;
+use crate::snapshot::{LoadError, Mode};
+use serde_json::Value;
+use std::time::Duration;
+
+use super::cluster_mode::SyncRecorder;
+use super::text::files_table;
+use crate::source::cluster::ClusterObserver as _;
+use base64::Engine as _;
+use serde_json::json;
+
+const SECRET_TOKEN: &str = "sEcReT-bootstrap-token";
+const SECRET_CONTENT: &str = "sEcReT-file-content";
+
+fn machine_config(name: &str, kernel_arguments: &[&str]) -> Arc<MachineConfig> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfig",
+            "metadata": {"name": name},
+            "spec": {
+                "osImageURL": "quay.io/os@sha256:1",
+                "kernelArguments": kernel_arguments,
+                "config": {
+                    "ignition": {"version": "3.5.0"},
+                    "storage": {"files": [
+                        {"path": "/etc/kubernetes/kubelet-ca.crt", "mode": 420,
+                         "contents": {"source": "data:,old%20CA"}},
+                        {"path": "/etc/motd", "mode": 384,
+                         "contents": {"source": format!("data:,{SECRET_CONTENT}")}}
+                    ]},
+                    "systemd": {"units": [{"name": "a.service"}, {"name": "b.service"}]}
+                }
+            }
+        }))
+        .expect("machine config"),
+    )
+}
+
+/// A cluster-mode snapshot: pool `worker` at `rendered-worker-old`, with a newer
+/// `rendered-worker-new` in its spec that no node runs yet.
+fn cluster_snapshot(updated_machine_count: i64) -> Snapshot {
+    let mut snapshot = Snapshot::empty(Mode::Cluster);
+    snapshot.generation = 1;
+    let pool: MachineConfigPool = serde_json::from_value(json!({
+        "metadata": {"name": "worker"},
+        "spec": {"configuration": {"name": "rendered-worker-new"}},
+        "status": {"configuration": {"name": "rendered-worker-old"},
+                   "updatedMachineCount": updated_machine_count}
+    }))
+    .expect("pool");
+    snapshot.pools.insert("worker".into(), Ok(Arc::new(pool)));
+    for name in ["rendered-worker-old", "rendered-worker-new"] {
+        snapshot
+            .machine_configs
+            .insert(name.into(), Ok(machine_config(name, &["nosmt"])));
+    }
+    let ca = base64::engine::general_purpose::STANDARD.encode("new CA");
+    let controller_config: ControllerConfig = serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "ControllerConfig",
+        "metadata": {"name": "machine-config-controller"},
+        "spec": {"kubeAPIServerServingCAData": ca}
+    }))
+    .expect("controller config");
+    snapshot.controller_config = Some(Ok(Arc::new(controller_config)));
+    snapshot.kubeconfig = Arc::from(format!("token: {SECRET_TOKEN}\n").into_bytes());
+    snapshot
+}
+
+fn explain_worker(snapshot: &Snapshot, ready: bool, spec: &SpecRequest) -> Explained {
+    explain(snapshot, ready, "worker", spec, "test".into())
+}
+
+#[test]
+fn served_config_is_described_from_its_bytes() {
+    let explained = explain_worker(&cluster_snapshot(0), true, &SpecRequest::default_accept());
+    let e = &explained.explanation;
+    assert_eq!((e.status, e.status_text.as_str()), (200, "OK"));
+    assert!(e.error.is_none());
+    let served = e.served.as_ref().expect("served");
+    let body = explained.body.as_ref().expect("body");
+    assert_eq!(served.body_bytes, body.len());
+    assert_eq!(served.ignition_version, SpecVersion::NEWEST.as_str());
+    let files: Vec<(&str, FileOrigin, Option<&str>)> = served
+        .files
+        .iter()
+        .map(|f| (f.path.as_str(), f.origin, f.role))
+        .collect();
+    assert_eq!(
+        files,
+        vec![
+            (
+                render::KUBELET_CA_PATH,
+                FileOrigin::Replaced,
+                Some("kubelet CA")
+            ),
+            ("/etc/motd", FileOrigin::MachineConfig, None),
+            (
+                render::NODE_ANNOTATIONS_PATH,
+                FileOrigin::Appended,
+                Some("node annotations")
+            ),
+            (
+                render::KUBECONFIG_PATH,
+                FileOrigin::Appended,
+                Some("kubeconfig")
+            ),
+            (
+                render::MACHINE_CONFIG_CONTENT_PATH,
+                FileOrigin::Appended,
+                Some("machine config content")
+            ),
+            (
+                render::ENCAPSULATED_PATH,
+                FileOrigin::Appended,
+                Some("encapsulated machine config")
+            ),
+        ]
+    );
+    assert_eq!(served.files[0].size, Some("new CA".len()));
+    assert_eq!(served.files[1].size, Some(SECRET_CONTENT.len()));
+    assert_eq!(served.files[1].mode, Some(0o600));
+    assert_eq!(
+        served.files[3].size,
+        Some(format!("token: {SECRET_TOKEN}\n").len())
+    );
+    assert_eq!(served.systemd_units, 2);
+    assert_eq!(served.kernel_arguments.machine_config, vec!["nosmt"]);
+    assert_eq!(served.os_image_url.as_deref(), Some("quay.io/os@sha256:1"));
+    assert_eq!(served.node_annotations_image, None);
+}
+
+#[test]
+fn cluster_selection_names_the_rule_the_render_followed() {
+    let explained = explain_worker(&cluster_snapshot(0), true, &SpecRequest::default_accept());
+    let selection = explained.explanation.selection.expect("selection");
+    assert_eq!(selection.rendered_config, "rendered-worker-old");
+    assert!(
+        selection.rule.starts_with("status.configuration"),
+        "{}",
+        selection.rule
+    );
+    assert_eq!(selection.machine_config, "found");
+    let node_annotations = served_annotations(&explained.body.expect("body"));
+    assert!(node_annotations.contains("rendered-worker-old"));
+
+    let explained = explain_worker(&cluster_snapshot(2), true, &SpecRequest::default_accept());
+    let selection = explained.explanation.selection.expect("selection");
+    assert_eq!(selection.rendered_config, "rendered-worker-new");
+    assert!(
+        selection.rule.starts_with("spec.configuration"),
+        "{}",
+        selection.rule
+    );
+    assert!(selection.rule.contains("updatedMachineCount is 2"));
+    let node_annotations = served_annotations(&explained.body.expect("body"));
+    assert!(node_annotations.contains("rendered-worker-new"));
+}
+
+fn served_annotations(body: &[u8]) -> String {
+    let document: Value = serde_json::from_slice(body).expect("json");
+    let files = document["storage"]["files"].as_array().expect("files");
+    let file = files
+        .iter()
+        .find(|f| f["path"] == render::NODE_ANNOTATIONS_PATH)
+        .expect("annotations file");
+    let data =
+        dataurl::decode(file["contents"]["source"].as_str().expect("source")).expect("data url");
+    String::from_utf8(data).expect("utf-8")
+}
+
+#[test]
+fn cluster_layered_decision_is_reported() {
+    let explained = explain_worker(&cluster_snapshot(0), true, &SpecRequest::default_accept());
+    let e = explained.explanation;
+    let decision = e.layered.as_ref().expect("cluster mode decides");
+    assert_eq!(decision.reason, DecisionReason::NotLayered);
+    let text = format_text(&e);
+    assert!(text.contains("base image: not_layered"), "{text}");
+}
+
+#[test]
+fn failures_carry_the_servers_status_and_error_chain() {
+    let snapshot = cluster_snapshot(0);
+    let spec = SpecRequest::default_accept();
+
+    let missing = explain(&snapshot, true, "infra", &spec, "test".into()).explanation;
+    assert_eq!(missing.status, 500);
+    assert!(!missing.pool_found);
+    assert_eq!(missing.known_pools, vec!["worker"]);
+    let error = missing.error.as_ref().expect("error");
+    assert_eq!(error.kind, "unknown_pool");
+    assert!(error.message.contains("\"infra\""));
+    assert!(missing.served.is_none());
+    assert!(missing.node_behaviour.contains("retries"));
+
+    let not_ready = explain_worker(&snapshot, false, &spec).explanation;
+    assert_eq!(not_ready.status, 503);
+    assert_eq!(not_ready.error.expect("error").kind, "not_ready");
+
+    let invalid_name = explain(&snapshot, true, "Worker", &spec, "test".into()).explanation;
+    assert_eq!(invalid_name.status, 404);
+    assert!(invalid_name.node_behaviour.contains("gives up"));
+
+    let mut broken = cluster_snapshot(0);
+    broken.controller_config = None;
+    let broken = explain_worker(&broken, true, &spec).explanation;
+    assert_eq!(broken.status, 500);
+    assert_eq!(broken.error.expect("error").kind, "invalid_input");
+}
+
+#[test]
+fn bootstrap_mode_refuses_other_pools_and_reports_missing_files() {
+    let mut snapshot = Snapshot::empty(Mode::Bootstrap);
+    snapshot.pools.insert(
+        "arbiter".into(),
+        Err(LoadError::NotFound(
+            "file /base/machine-pools/arbiter.yaml".into(),
+        )),
+    );
+    let spec = SpecRequest::Exact(SpecVersion::NEWEST);
+    let worker = explain(&snapshot, true, "worker", &spec, "test".into()).explanation;
+    assert_eq!(worker.status, 500);
+    assert_eq!(
+        worker.error.as_ref().expect("error").kind,
+        "pool_not_served"
+    );
+    assert!(worker
+        .pool_problem
+        .expect("problem")
+        .contains("master and arbiter"));
+
+    let arbiter = explain(&snapshot, true, "arbiter", &spec, "test".into()).explanation;
+    assert_eq!(arbiter.status, 404);
+    assert!(!arbiter.pool_found);
+    assert_eq!(arbiter.spec_version_from, "spec");
+    assert!(arbiter.accept.is_none());
+    let text = format_text(&arbiter);
+    assert!(text.contains("not layered (bootstrap mode)"), "{text}");
+    assert!(text.contains("404 Not Found"), "{text}");
+}
+
+#[test]
+fn reports_never_contain_file_contents_or_the_kubeconfig() {
+    let explained = explain_worker(&cluster_snapshot(0), true, &SpecRequest::default_accept());
+    let body = String::from_utf8_lossy(explained.body.as_ref().expect("body")).into_owned();
+    // The served bytes do carry them...
+    assert!(body.contains(SECRET_TOKEN) && body.contains(SECRET_CONTENT));
+    // ...the report does not.
+    let text = format_text(&explained.explanation);
+    let json = serde_json::to_string(&explained.explanation).expect("json");
+    for output in [&text, &json] {
+        assert!(!output.contains(SECRET_TOKEN), "{output}");
+        assert!(!output.contains(SECRET_CONTENT), "{output}");
+    }
+}
+
+#[test]
+fn text_lists_every_file_with_mode_size_and_marker() {
+    let explained = explain_worker(&cluster_snapshot(0), true, &SpecRequest::default_accept());
+    let text = format_text(&explained.explanation);
+    assert!(text.starts_with("What a node asking for /config/worker would get:\n"));
+    assert!(text.contains("0600"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "{}  [replaced by server: kubelet CA]",
+            render::KUBELET_CA_PATH
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "{}  [appended by server: kubeconfig]",
+            render::KUBECONFIG_PATH
+        )),
+        "{text}"
+    );
+    assert!(text.contains("6 (in served order)"), "{text}");
+    assert!(text.contains("spec.kernelArguments: nosmt"), "{text}");
+}
+
+#[test]
+fn kernel_arguments_are_read_back_where_the_node_gets_them() {
+    let mut snapshot = cluster_snapshot(0);
+    let mut machine_config = (*machine_config("rendered-worker-old", &["nosmt"])).clone();
+    if let Some(config) = machine_config.spec.config.as_mut() {
+        config["kernelArguments"] = json!({"shouldExist": ["mitigations=off"]});
+    }
+    snapshot
+        .machine_configs
+        .insert("rendered-worker-old".into(), Ok(Arc::new(machine_config)));
+
+    let newest = explain_worker(&snapshot, true, &SpecRequest::Exact(SpecVersion::V3_5));
+    let k = newest.explanation.served.expect("served").kernel_arguments;
+    assert_eq!(k.ignition_should_exist, vec!["mitigations=off"]);
+    assert_eq!(k.machine_config, vec!["nosmt"]);
+
+    // Below 3.3 Ignition has no kernel arguments: the server moves them to the MachineConfig.
+    let old = explain_worker(&snapshot, true, &SpecRequest::Exact(SpecVersion::V3_2));
+    let k = old.explanation.served.expect("served").kernel_arguments;
+    assert!(k.ignition_should_exist.is_empty());
+    assert_eq!(k.machine_config, vec!["nosmt", "mitigations=off"]);
+}
+
+#[test]
+fn remote_and_compressed_sources_are_labelled() {
+    let body = json!({
+        "ignition": {"version": "3.4.0"},
+        "storage": {"files": [
+            {"path": "/a", "contents": {"source": "https://example.test/a?token=x"}},
+            {"path": "/b", "contents": {"source": "data:,abc", "compression": "gzip"}},
+            {"path": "/c"}
+        ]}
+    });
+    let served = describe_served(body.to_string().as_bytes(), &[]);
+    let kinds: Vec<(&str, Option<usize>)> =
+        served.files.iter().map(|f| (f.contents, f.size)).collect();
+    assert_eq!(
+        kinds,
+        vec![("remote", None), ("data", Some(3)), ("none", None)]
+    );
+    assert_eq!(served.files[1].compression.as_deref(), Some("gzip"));
+    let table = files_table(&served.files);
+    assert!(!table.contains("token=x"));
+    assert!(table.contains("/b (gzip compressed)"));
+}
+
+#[test]
+fn spec_and_pool_flags_are_checked() {
+    assert_eq!(parse_spec("3.4.0").ok(), Some(SpecVersion::V3_4));
+    assert_eq!(parse_spec("2.2").ok(), Some(SpecVersion::V2_2));
+    assert!(parse_spec("3.9.0").is_err());
+    assert!(parse_spec("").is_err());
+    assert!(check_pool("worker").is_ok());
+    // Explained as the 404 a node gets, not refused.
+    assert!(check_pool("Worker").is_ok());
+    assert!(check_pool("a/b").is_err());
+    assert!(check_pool("../master").is_err());
+    assert!(check_pool("master/").is_err());
+}
+
+#[test]
+fn sync_summary_names_failing_and_synced_kinds() {
+    let recorder = SyncRecorder::default();
+    recorder.watch_failed("MachineOSBuild", "forbidden");
+    recorder.cache_synced("MachineConfigPool");
+    recorder.watch_failed("MachineConfigPool", "unreachable");
+    let summary = recorder.summary(Duration::from_secs(30));
+    assert!(summary.contains("within 30 s"), "{summary}");
+    assert!(
+        summary.contains("failing: MachineOSBuild (forbidden)"),
+        "{summary}"
+    );
+    assert!(summary.contains("synced: MachineConfigPool"), "{summary}");
+}
