@@ -8,7 +8,10 @@
 //! - a node joins: its MCN appears with the right spec, owner reference, initial status and
 //!   bootstrap record, written by the `machine-config-server-mcn` field manager;
 //! - an MCN someone else wrote is not touched at all (object identical, resourceVersion too);
-//! - a node is deleted: its MCN is deleted;
+//! - a node is deleted: the MCN this server created for it goes away after a grace period; an
+//!   MCN another writer created is never deleted, whether its Node is absent, appears later, or
+//!   was deleted (garbage collection's job, not ours);
+//! - a node deleted and created again with the same name gets a new MCN owned by its new uid;
 //! - two replicas: exactly one holds the Lease and publishes; when it stops, the other takes
 //!   over; a replica whose Lease is taken stops publishing within a renew period;
 //! - a pre-built image goes to `spec.configImage` only where the CRD declares it;
@@ -42,6 +45,8 @@ const LEASE_NAME: &str = "machine-config-server-mcn-publisher";
 const LEASE_DURATION: Duration = Duration::from_millis(2000);
 const RENEW_PERIOD: Duration = Duration::from_millis(300);
 const RESYNC: Duration = Duration::from_millis(300);
+/// How long an MCN must stay a deletion candidate before the publisher deletes it.
+const DELETE_GRACE: Duration = Duration::from_millis(1500);
 
 const WORKER_RENDERED: &str = "rendered-worker-0a1b2c3d4e5f60718293a4b5c6d7e8f9";
 const MASTER_RENDERED: &str = "rendered-master-11223344556677889900aabbccddeeff";
@@ -163,6 +168,10 @@ fn test_timing() -> std::collections::HashMap<&'static str, String> {
         (mcn::ENV_RENEW_DEADLINE_MS, "1200".to_string()),
         (mcn::ENV_RETRY_PERIOD_MS, "200".to_string()),
         (mcn::ENV_RESYNC_MS, RESYNC.as_millis().to_string()),
+        (
+            mcn::ENV_DELETE_GRACE_MS,
+            DELETE_GRACE.as_millis().to_string(),
+        ),
     ])
 }
 
@@ -608,22 +617,82 @@ async fn an_mcn_written_by_someone_else_is_left_alone() {
     replica.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_mcn_of_a_deleted_node_is_deleted() {
-    let api = start_api(Options::default());
-    // Left over from a node removed while no publisher ran (written by the MCO).
-    let orphan = json!({
+/// An MCN as the node's daemon or the operator writes it (another field manager), with spec,
+/// owner reference and status; returned as the API server stores it.
+fn foreign_mcn(api: &FakeApiServer, name: &str, owner_uid: &str) -> Value {
+    let spec = json!({
         "apiVersion": "machineconfiguration.openshift.io/v1",
         "kind": KIND,
-        "metadata": {"name": "worker-old"},
+        "metadata": {
+            "name": name,
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": owner_uid}]
+        },
         "spec": {
-            "node": {"name": "worker-old"},
+            "node": {"name": name},
             "pool": {"name": "worker"},
             "configVersion": {"desired": WORKER_RENDERED}
         }
     });
-    api.apply_as("machine-config-operator", &orphan, Scope::Main, true)
+    api.apply_as("machine-config-daemon", &spec, Scope::Main, true)
         .unwrap();
+    let status = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": KIND,
+        "metadata": {"name": name},
+        "status": {
+            "conditions": [{
+                "type": "Updated", "status": "True", "reason": "Updated",
+                "message": "Node is up to date",
+                "lastTransitionTime": "2025-05-22T12:37:28Z"
+            }],
+            "configVersion": {"desired": WORKER_RENDERED, "current": WORKER_RENDERED},
+            "observedGeneration": 1
+        }
+    });
+    api.apply_as("machine-config-daemon", &status, Scope::Status, true)
+        .unwrap();
+    api.get(KIND, None, name).unwrap()
+}
+
+/// Proof that the publisher made passes over the cluster for longer than the deletion grace
+/// period: a new node gets its MCN, then the grace period passes twice over.
+async fn publisher_passes_beyond_the_grace_period(api: &FakeApiServer, probe: &str, ip: &str) {
+    add_node(api, &node(probe, &["worker"], ip, json!({})));
+    eventually("the probe node's MCN", || mcn_with_status(api, probe)).await;
+    tokio::time::sleep(DELETE_GRACE * 2 + RESYNC).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_mcn_written_before_its_node_appears_is_left_intact() {
+    let api = start_api(Options::default());
+    // The real sequence: the daemon wrote the MCN; our cache does not show the Node yet.
+    let before = foreign_mcn(&api, "worker-early", "uid-of-a-node-not-yet-seen");
+    let replica = Replica::start(&api, "master-0").await;
+    replica.wait_leading(true, DEADLINE).await;
+    publisher_passes_beyond_the_grace_period(&api, "worker-probe", "10.0.0.40").await;
+    assert_eq!(
+        api.get(KIND, None, "worker-early"),
+        Some(before.clone()),
+        "a foreign MCN whose Node is absent is not deleted"
+    );
+
+    // The Node appears: still byte-identical, and none of ours is written over it.
+    add_node(
+        &api,
+        &node("worker-early", &["worker"], "10.0.0.41", json!({})),
+    );
+    publisher_passes_beyond_the_grace_period(&api, "worker-probe-2", "10.0.0.42").await;
+    let after = api.get(KIND, None, "worker-early").unwrap();
+    assert_eq!(before, after);
+    assert!(managers(&after).iter().all(|(m, _, _)| m != MANAGER));
+    replica.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_mcn_of_a_deleted_node_goes_after_the_grace_period_and_foreign_ones_stay() {
+    let api = start_api(Options::default());
+    // Left over from a node removed while no publisher ran, written by someone else.
+    let foreign_orphan = foreign_mcn(&api, "worker-old", "uid-of-a-deleted-node");
     let replica = Replica::start(&api, "master-0").await;
     replica.wait_leading(true, DEADLINE).await;
 
@@ -637,16 +706,25 @@ async fn the_mcn_of_a_deleted_node_is_deleted() {
         ),
     );
     eventually("worker-7's MCN", || mcn_with_status(&api, "worker-7")).await;
-    eventually("the orphaned MCN deleted", || {
-        api.get(KIND, None, "worker-old").is_none().then_some(())
-    })
-    .await;
 
     api.delete("Node", None, "worker-7").unwrap();
+    let deleted_at = Instant::now();
     eventually("worker-7's MCN deleted", || {
         api.get(KIND, None, "worker-7").is_none().then_some(())
     })
     .await;
+    let waited = deleted_at.elapsed();
+    assert!(
+        waited >= DELETE_GRACE,
+        "deleted after {waited:?}, before the {DELETE_GRACE:?} grace period"
+    );
+    publisher_passes_beyond_the_grace_period(&api, "worker-probe", "10.0.0.40").await;
+    assert_eq!(
+        api.get(KIND, None, "worker-old"),
+        Some(foreign_orphan),
+        "a foreign MCN of a deleted node is left to garbage collection"
+    );
+
     // The writes and reads the publisher made are exactly those config/deploy/rbac.yaml grants.
     let mut calls: Vec<(String, String, String)> = api
         .requests()
@@ -674,6 +752,7 @@ async fn the_mcn_of_a_deleted_node_is_deleted() {
         granted("leases", "", "get"),
         granted("leases", "", "update"),
         granted("machineconfignodes", "", "delete"),
+        granted("machineconfignodes", "", "get"),
         granted("machineconfignodes", "", "patch"),
         granted("machineconfignodes", "status", "patch"),
         granted("nodes", "", "get"),
@@ -686,20 +765,62 @@ async fn the_mcn_of_a_deleted_node_is_deleted() {
     }
     for used in [
         granted("machineconfignodes", "", "delete"),
+        granted("machineconfignodes", "", "get"),
         granted("machineconfignodes", "", "patch"),
         granted("machineconfignodes", "status", "patch"),
         granted("nodes", "", "get"),
     ] {
         assert!(calls.contains(&used), "{used:?} was not used: {calls:?}");
     }
-    eventually("both deletions counted", || {
+    eventually("one deletion counted", || {
         replica
             .metrics
             .encode()
-            .contains("mcs_mcn_publish_total{result=\"deleted\"} 2")
+            .contains("mcs_mcn_publish_total{result=\"deleted\"} 1")
             .then_some(())
     })
     .await;
+    replica.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_recreated_with_a_new_uid_gets_a_new_mcn_owned_by_it() {
+    let api = start_api(Options::default());
+    let replica = Replica::start(&api, "master-0").await;
+    replica.wait_leading(true, DEADLINE).await;
+    let first = add_node(&api, &node("worker-8", &["worker"], "10.0.0.28", json!({})));
+    let first_mcn = eventually("worker-8's MCN", || mcn_with_status(&api, "worker-8")).await;
+    assert_eq!(
+        first_mcn["metadata"]["ownerReferences"][0]["uid"],
+        first["metadata"]["uid"]
+    );
+
+    // Deleted and created again at once (a reinstall): the cache may never see it absent.
+    api.delete("Node", None, "worker-8").unwrap();
+    let second = add_node(&api, &node("worker-8", &["worker"], "10.0.0.28", json!({})));
+    assert_ne!(second["metadata"]["uid"], first["metadata"]["uid"]);
+    let second_mcn = eventually("worker-8's new MCN", || {
+        mcn_with_status(&api, "worker-8")
+            .filter(|m| m["metadata"]["ownerReferences"][0]["uid"] == second["metadata"]["uid"])
+    })
+    .await;
+    assert_ne!(second_mcn["metadata"]["uid"], first_mcn["metadata"]["uid"]);
+    // The old object was never filled in for the new node: every patch of worker-8's MCN made
+    // before the old one was deleted is one of its own create writes.
+    let requests = api.requests();
+    let old_deleted = requests
+        .iter()
+        .position(|r| r.resource == "machineconfignodes" && r.verb == "delete")
+        .expect("the old MCN deleted by the publisher");
+    let patches_before = requests[..old_deleted]
+        .iter()
+        .filter(|r| r.resource == "machineconfignodes" && r.verb == "patch")
+        .filter(|r| r.name.as_deref() == Some("worker-8"))
+        .count();
+    assert_eq!(
+        patches_before, 2,
+        "create and initial status only: {requests:#?}"
+    );
     replica.stop().await;
 }
 

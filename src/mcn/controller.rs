@@ -12,8 +12,12 @@
 //!   pruned. A rejection naming `configImage` means the CRD in use does not declare
 //!   `spec.configImage`: the publisher stops writing it (the image stays in the bootstrap-record
 //!   annotation) and retries at once.
-//! - A delete first confirms with a direct read that the Node is really gone (the cache may lag),
-//!   then deletes with the MCN's uid as precondition.
+//! - A delete is for our own MCNs only, and only after the plan has named the MCN a deletion
+//!   candidate on every pass for [`ReconcileSettings::delete_grace`] (a Node that appears after
+//!   its MCN, as in scale-ups and restores, must find it intact). Then a direct read confirms
+//!   that the Node with the owner's uid is gone (the cache may lag) and a direct read of the MCN
+//!   confirms, from its `managedFields`, that our field manager set the creation annotation;
+//!   the delete carries the MCN's uid and resourceVersion as preconditions.
 //! - A failed write is logged with its cause chain, counted, and retried with per-object
 //!   exponential backoff. After a successful write the object is not acted on again until the
 //!   watch cache shows the change (or a short grace period passes).
@@ -55,6 +59,9 @@ pub struct ReconcileSettings {
     /// How long a successful write waits for the watch cache to show it before the object may
     /// be acted on again anyway.
     pub cache_grace: Duration,
+    /// How long an MCN must stay a deletion candidate (its Node absent from the cache) before it
+    /// is deleted: one observation is never enough.
+    pub delete_grace: Duration,
 }
 
 impl Default for ReconcileSettings {
@@ -64,6 +71,7 @@ impl Default for ReconcileSettings {
             retry_max: Duration::from_secs(60),
             resync: Duration::from_secs(30),
             cache_grace: Duration::from_secs(30),
+            delete_grace: Duration::from_secs(30),
         }
     }
 }
@@ -168,6 +176,8 @@ pub struct Reconciler {
     settings: ReconcileSettings,
     config_image_declared: bool,
     holds: HashMap<String, Hold>,
+    /// Deletion candidates of the plan: MCN name to (owner Node uid, first named at).
+    candidates: HashMap<String, (String, Instant)>,
     warned_unpooled: BTreeSet<String>,
 }
 
@@ -186,6 +196,7 @@ impl Reconciler {
             settings,
             config_image_declared: true,
             holds: HashMap::new(),
+            candidates: HashMap::new(),
             warned_unpooled: BTreeSet::new(),
         }
     }
@@ -200,6 +211,7 @@ impl Reconciler {
     ) {
         // A new term: what the previous leader did is in the cache, not in our memory.
         self.holds.clear();
+        self.candidates.clear();
         loop {
             if !*leading.borrow_and_update() || *shutdown.borrow() {
                 return;
@@ -239,6 +251,7 @@ impl Reconciler {
             })
             .collect();
         let now = Instant::now();
+        self.track_candidates(&plan.actions, now);
         // Forget holds whose object changed in the cache, or whose time is up.
         self.holds.retain(|name, hold| {
             let cached = cached_versions.get(name.as_str()).copied().flatten();
@@ -260,6 +273,9 @@ impl Reconciler {
                 Some(Hold::Backoff { until, .. }) if *until > Instant::now() => continue,
                 Some(Hold::Written { .. } | Hold::Conflict { .. }) => continue,
                 _ => {}
+            }
+            if matches!(action, Action::Delete { .. }) && !self.candidate_due(&name, now) {
+                continue;
             }
             let seen = cached_versions
                 .get(name.as_str())
@@ -309,13 +325,44 @@ impl Reconciler {
 
     fn next_wake(&self) -> Instant {
         let resync = Instant::now() + self.settings.resync;
+        let candidates_due = self
+            .candidates
+            .values()
+            .map(|(_, since)| *since + self.settings.delete_grace);
         self.holds
             .values()
             .filter_map(|hold| match hold {
                 Hold::Backoff { until, .. } | Hold::Written { until, .. } => Some(*until),
                 Hold::Conflict { .. } => None,
             })
+            .chain(candidates_due)
             .fold(resync, Instant::min)
+    }
+
+    /// Keeps the deletion candidates of this pass, each with the time it was first named for
+    /// the same owner uid; one that drops out (its Node appeared) starts again from zero.
+    fn track_candidates(&mut self, actions: &[Action], now: Instant) {
+        let current: HashMap<&str, &str> = actions
+            .iter()
+            .filter_map(|action| match action {
+                Action::Delete { name, node_uid, .. } => Some((name.as_str(), node_uid.as_str())),
+                _ => None,
+            })
+            .collect();
+        self.candidates
+            .retain(|name, (uid, _)| current.get(name.as_str()) == Some(&uid.as_str()));
+        for (name, uid) in current {
+            self.candidates
+                .entry(name.to_owned())
+                .or_insert_with(|| (uid.to_owned(), now));
+        }
+    }
+
+    /// True once `name` has been a deletion candidate for the whole grace period.
+    fn candidate_due(&self, name: &str, now: Instant) -> bool {
+        self.candidates
+            .get(name)
+            .is_some_and(|(_, since)| now.duration_since(*since) >= self.settings.delete_grace)
     }
 
     fn warn_unpooled(&mut self, unpooled: &[String]) {
@@ -364,7 +411,11 @@ impl Reconciler {
                 info!(mcn = %name, "wrote initial MachineConfigNode status");
                 Ok((Outcome::StatusInitialized, written))
             }
-            Action::Delete { name, uid } => Ok((self.delete(name, uid.as_deref()).await?, None)),
+            Action::Delete {
+                name,
+                uid,
+                node_uid,
+            } => Ok((self.delete(name, uid.as_deref(), node_uid).await?, None)),
         }
     }
 
@@ -432,33 +483,71 @@ impl Reconciler {
             })
     }
 
-    async fn delete(&self, name: &str, uid: Option<&str>) -> Result<Outcome, PublishError> {
+    async fn delete(
+        &self,
+        name: &str,
+        uid: Option<&str>,
+        node_uid: &str,
+    ) -> Result<Outcome, PublishError> {
         let wrap = |source| PublishError::Api {
             action: "delete",
             name: name.to_owned(),
             source,
         };
         // The cache may lag behind a Node that was just created: ask the API server itself.
-        if self.nodes.get_opt(name).await.map_err(wrap)?.is_some() {
+        let node = self.nodes.get_opt(name).await.map_err(wrap)?;
+        if node.is_some_and(|n| n.metadata.uid.as_deref() == Some(node_uid)) {
             debug!(mcn = %name, "node still exists; not deleting its MachineConfigNode");
+            return Ok(Outcome::Skipped);
+        }
+        // Who wrote it, as the API server records it (the cache strips managedFields).
+        let Some(current) = self.mcns.get_opt(name).await.map_err(wrap)? else {
+            return Ok(Outcome::Skipped);
+        };
+        if uid.is_some() && current.metadata.uid.as_deref() != uid {
+            debug!(mcn = %name, "MachineConfigNode was replaced; not deleting");
+            return Ok(Outcome::Skipped);
+        }
+        if !created_by_us(&current) {
+            info!(mcn = %name, "MachineConfigNode carries our creation annotation but our field manager did not set it; leaving it");
             return Ok(Outcome::Skipped);
         }
         let params = DeleteParams {
             preconditions: Some(Preconditions {
-                uid: uid.map(str::to_owned),
-                resource_version: None,
+                uid: current.metadata.uid.clone(),
+                resource_version: current.metadata.resource_version.clone(),
             }),
             ..DeleteParams::default()
         };
         match self.mcns.delete(name, &params).await {
             Ok(_) => {
-                info!(mcn = %name, "node is gone; deleted its MachineConfigNode");
+                info!(mcn = %name, node_uid = %node_uid, "node is gone; deleted the MachineConfigNode this server created for it");
                 Ok(Outcome::Deleted)
             }
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(Outcome::Skipped),
+            // Gone already, or changed since the read (the next pass decides again).
+            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => {
+                Ok(Outcome::Skipped)
+            }
             Err(e) => Err(wrap(e)),
         }
     }
+}
+
+/// True when `managedFields` show that our field manager, by server-side apply on the main
+/// resource, owns the creation annotation: the API server's own record of who created the MCN,
+/// which a foreign writer's object never has.
+pub fn created_by_us(mcn: &MachineConfigNode) -> bool {
+    let annotation = format!("f:{}", super::desired::annotations::CREATED_BY);
+    mcn.metadata.managed_fields.iter().flatten().any(|entry| {
+        entry.manager.as_deref() == Some(FIELD_MANAGER)
+            && entry.operation.as_deref() == Some("Apply")
+            && entry.subresource.as_deref().unwrap_or_default().is_empty()
+            && entry.fields_v1.as_ref().is_some_and(|fields| {
+                fields.0["f:metadata"]["f:annotations"]
+                    .get(&annotation)
+                    .is_some()
+            })
+    })
 }
 
 fn without_config_image(mcn: &MachineConfigNode) -> MachineConfigNode {

@@ -58,6 +58,7 @@ pub const ENV_RENEW_PERIOD_MS: &str = "MCS_MCN_RENEW_PERIOD_MS";
 pub const ENV_RENEW_DEADLINE_MS: &str = "MCS_MCN_RENEW_DEADLINE_MS";
 pub const ENV_RETRY_PERIOD_MS: &str = "MCS_MCN_RETRY_PERIOD_MS";
 pub const ENV_RESYNC_MS: &str = "MCS_MCN_RESYNC_MS";
+pub const ENV_DELETE_GRACE_MS: &str = "MCS_MCN_DELETE_GRACE_MS";
 
 /// Everything the publisher needs to know before it starts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,6 +107,9 @@ impl PublisherSettings {
         }
         if let Some(d) = millis(ENV_RESYNC_MS)? {
             self.reconcile.resync = d;
+        }
+        if let Some(d) = millis(ENV_DELETE_GRACE_MS)? {
+            self.reconcile.delete_grace = d;
         }
         if self.lease.renew_deadline >= self.lease.lease_duration {
             return Err(format!(

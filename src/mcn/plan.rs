@@ -10,11 +10,18 @@
 //! - an MCN this server created ([`is_ours`]): [`Action::Fill`] when its
 //!   `spec.configVersion.desired` is still `not-yet-set` and is now known, or when it has no
 //!   bootstrap record and one now matches; [`Action::InitStatus`] while it has no status;
-//! - an MCN someone else created: left alone, whatever it contains.
+//! - an MCN someone else created: left alone, whatever it contains, whether its Node exists or
+//!   not (the daemon or the operator may write it before our cache shows the Node);
+//! - an MCN this server created for an earlier Node of the same name (its owner reference names
+//!   another uid): never filled for the new Node; it is a deletion candidate like an orphan.
 //!
-//! And per MCN: when no Node of that name is in the cache, [`Action::Delete`] (as the original
-//! operator does). The cache is only evidence, not proof: the controller confirms with the API
-//! server that the Node is gone before it deletes.
+//! And per MCN: [`Action::Delete`] only for a *candidate*, an MCN that is ours ([`is_ours`]),
+//! whose owner reference names a Node uid, and whose Node with that uid is not in the cache
+//! (absent, or replaced by a Node with a new uid). A candidate is evidence, not proof: the
+//! controller deletes only after the candidate has stood for a grace period, the API server
+//! confirms the Node (with that uid) is gone, and the object's managedFields show that our field
+//! manager set the creation annotation. Kubernetes garbage collection removes MCNs whose owner
+//! Node is gone anyway; this is for ours when it lags or does not run.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -114,8 +121,12 @@ pub enum Action {
         status: InitialStatus,
         generation: i64,
     },
-    /// Delete the MCN of a Node that is gone (precondition: this uid).
-    Delete { name: String, uid: Option<String> },
+    /// Delete our MCN whose Node (`node_uid`) is gone (precondition: the MCN's `uid`).
+    Delete {
+        name: String,
+        uid: Option<String>,
+        node_uid: String,
+    },
 }
 
 impl Action {
@@ -194,6 +205,8 @@ pub fn plan(
                     status,
                 });
             }
+            // Ours, but written for an earlier Node of this name: a deletion candidate below.
+            Some(existing) if is_ours(existing) && stale_owner(existing, node) => {}
             Some(existing) if is_ours(existing) => {
                 let mut spec_desired = existing.spec.config_version.desired.clone();
                 if let Some((mcn, filled)) = fill(existing, &inputs) {
@@ -215,16 +228,46 @@ pub fn plan(
         }
     }
 
-    let node_names: BTreeSet<&str> = nodes.iter().map(|n| node_name(n)).collect();
+    let node_uids: BTreeSet<(&str, &str)> = nodes
+        .iter()
+        .filter_map(|n| Some((node_name(n), n.metadata.uid.as_deref()?)))
+        .collect();
     for (name, mcn) in &mcns {
-        if !node_names.contains(name) && mcn.metadata.deletion_timestamp.is_none() {
+        if !is_ours(mcn) || mcn.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let Some(node_uid) = owner_node_uid(mcn) else {
+            continue;
+        };
+        if !node_uids.contains(&(*name, node_uid)) {
             out.actions.push(Action::Delete {
                 name: (*name).to_owned(),
                 uid: mcn.metadata.uid.clone(),
+                node_uid: node_uid.to_owned(),
             });
         }
     }
     out
+}
+
+/// The uid of the Node this MCN's owner reference names (a `v1` `Node` of the MCN's own name).
+pub fn owner_node_uid(mcn: &MachineConfigNode) -> Option<&str> {
+    let name = mcn.metadata.name.as_deref()?;
+    mcn.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.kind == "Node" && r.api_version == "v1" && r.name == name)
+        .map(|r| r.uid.as_str())
+        .filter(|uid| !uid.is_empty())
+}
+
+/// True when the MCN's owner reference names another Node than `node` (same name, new uid).
+fn stale_owner(mcn: &MachineConfigNode, node: &Node) -> bool {
+    match (owner_node_uid(mcn), node.metadata.uid.as_deref()) {
+        (Some(owner), Some(uid)) => owner != uid,
+        _ => false,
+    }
 }
 
 /// The newest served record for one of the node's `InternalIP` addresses, unless it was served

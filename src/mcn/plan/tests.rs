@@ -280,23 +280,74 @@ fn our_mcn_without_status_gets_its_initial_status() {
     assert_eq!(status.spec_desired, "rendered-worker-1");
 }
 
+/// An MCN of `name` whose owner reference names the Node uid `owner_uid`.
+fn owned_mcn(name: &str, owner_uid: &str, annotations: Value) -> Arc<MachineConfigNode> {
+    mcn(json!({"metadata": {
+        "name": name,
+        "uid": format!("mcn-uid-{name}"),
+        "annotations": annotations,
+        "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": owner_uid}]
+    }}))
+}
+
 #[test]
-fn mcns_of_gone_nodes_are_deleted() {
+fn only_our_mcns_of_gone_nodes_are_deletion_candidates() {
     let nodes = [node("w1", &["worker"], "10.0.0.21", json!({}))];
     let mcns = [
-        mcn(json!({"metadata": {"name": "w1"}})),
-        mcn(json!({"metadata": {"name": "gone", "uid": "uid-gone"}})),
+        owned_mcn("w1", "uid-w1", ours()),
+        owned_mcn("gone", "uid-gone", ours()),
+        // Written by the daemon or the operator, for a Node our cache does not show (yet).
+        owned_mcn("foreign", "uid-foreign", json!({})),
+        mcn(json!({"metadata": {"name": "foreign-no-owner"}})),
+        // Ours but without an owner reference: nothing proves which Node it was for.
+        mcn(json!({"metadata": {"name": "ours-no-owner", "annotations": ours()}})),
     ];
     let plan = plan(&world(&nodes, &mcns), no_records, false);
-    let [Action::Delete { name, uid }] = plan.actions.as_slice() else {
-        panic!("{:?}", plan.actions);
-    };
-    assert_eq!(name, "gone");
-    assert_eq!(uid.as_deref(), Some("uid-gone"));
+    let deletes: Vec<_> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Delete {
+                name,
+                uid,
+                node_uid,
+            } => Some((name.as_str(), uid.as_deref(), node_uid.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deletes, [("gone", Some("mcn-uid-gone"), "uid-gone")]);
 
-    // The last node gone too: both (the controller confirms each with the API server).
+    // Every node gone: still only ours.
     let all_gone = super::plan(&world(&[], &mcns), no_records, false);
-    assert_eq!(all_gone.actions.len(), 2);
+    let names: Vec<&str> = all_gone.actions.iter().map(Action::name).collect();
+    assert_eq!(names, ["gone", "w1"]);
+}
+
+#[test]
+fn our_mcn_of_an_earlier_node_with_the_same_name_is_not_filled_but_replaced() {
+    // w1 was deleted and created again: same name, new uid.
+    let nodes = [node("w1", &["worker"], "10.0.0.21", json!({}))];
+    let mcns = [owned_mcn("w1", "uid-of-the-old-w1", ours())];
+    let plan = plan(
+        &world(&nodes, &mcns),
+        |_| Some(record("rendered-worker-1", CREATED - 10)),
+        false,
+    );
+    let [Action::Delete { name, node_uid, .. }] = plan.actions.as_slice() else {
+        panic!(
+            "only a delete, no fill or status for the new node: {:?}",
+            plan.actions
+        );
+    };
+    assert_eq!(
+        (name.as_str(), node_uid.as_str()),
+        ("w1", "uid-of-the-old-w1")
+    );
+
+    // Someone else's MCN of an earlier w1: left alone, and none of ours is created over it.
+    let foreign = [owned_mcn("w1", "uid-of-the-old-w1", json!({}))];
+    let plan = super::plan(&world(&nodes, &foreign), no_records, false);
+    assert!(plan.actions.is_empty(), "{:?}", plan.actions);
 }
 
 #[test]
