@@ -20,7 +20,7 @@ use machine_config_server::api::{
     MachineConfigPool, MachineConfigPoolSpec, MachineConfigPoolStatus,
 };
 use serde_json::{json, Value};
-use support::fake_apiserver::{validate_against_crd, FakeApiServer, Options};
+use support::fake_apiserver::{real_crds, validate_against, FakeApiServer, Options};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -69,6 +69,14 @@ fn pool(name: &str, rendered: &str) -> MachineConfigPool {
     let mut pool = MachineConfigPool::new(name, MachineConfigPoolSpec::default());
     pool.spec.configuration.name = rendered.to_string();
     pool
+}
+
+/// A server with the real OpenShift CRDs (upstream tier): callers have checked `real_crds()`.
+fn real_crd_options() -> Options {
+    Options {
+        crd_dir: support::upstream::crds(),
+        ..Options::default()
+    }
 }
 
 fn mcn_resource() -> ApiResource {
@@ -706,7 +714,9 @@ async fn server_side_apply_ownership_conflicts_and_list_maps() {
 
 #[tokio::test]
 async fn crd_validation_and_pruning() {
-    let server = FakeApiServer::start(Options::default());
+    // The rules checked here (required fields, patterns, bounds) are the real CRD's.
+    let Some(crds) = real_crds() else { return };
+    let server = FakeApiServer::start(real_crd_options());
     let api: Api<DynamicObject> = Api::all_with(server.client().await, &mcn_resource());
 
     // Missing required fields, a bad enum, a bad pattern and a bad date-time: 422 with causes.
@@ -776,13 +786,16 @@ async fn crd_validation_and_pruning() {
     assert!(created.data["spec"].get("bogus").is_none());
 
     // The same checks as a plain function.
-    assert_eq!(validate_against_crd("MachineConfigNode", &mcn("n")), Ok(()));
-    let problems = validate_against_crd("MachineConfigNode", &bad).expect_err("invalid");
+    assert_eq!(
+        validate_against(crds, "MachineConfigNode", &mcn("n")),
+        Ok(())
+    );
+    let problems = validate_against(crds, "MachineConfigNode", &bad).expect_err("invalid");
     assert!(
         problems.iter().any(|p| p == "spec.pool: Required value"),
         "{problems:?}"
     );
-    let problems = validate_against_crd("MachineConfigNode", &extra).expect_err("unknown field");
+    let problems = validate_against(crds, "MachineConfigNode", &extra).expect_err("unknown field");
     assert!(
         problems.iter().any(|p| p.contains("spec.bogus")),
         "{problems:?}"

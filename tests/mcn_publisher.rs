@@ -15,12 +15,12 @@
 //! - two replicas: exactly one holds the Lease and publishes; when it stops, the other takes
 //!   over; a replica whose Lease is taken stops publishing within a renew period;
 //! - a pre-built image goes to `spec.configImage` only where the CRD declares it;
-//! - every MCN written validates against the real CRD in `shared/crds/`.
+//! - every MCN written validates against the real CRD (upstream tier, `MCS_UPSTREAM_ASSETS`).
 
 mod support;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,7 +33,7 @@ use machine_config_server::server::listener::{self, ConnectionLimits};
 use machine_config_server::server::{router, AppState};
 use machine_config_server::source::cluster::{self, ClusterSettings, ClusterSource};
 use serde_json::{json, Value};
-use support::fake_apiserver::{validate_against_crd, FakeApiServer, Options, Scope};
+use support::fake_apiserver::{validate_against_real_crd, FakeApiServer, Options, Scope};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
@@ -391,7 +391,10 @@ fn assert_all_mcns_valid(api: &FakeApiServer) {
     let all = api.list(KIND);
     assert!(!all.is_empty());
     for mcn in all {
-        if let Err(problems) = validate_against_crd(KIND, &mcn) {
+        let Some(valid) = validate_against_real_crd(KIND, &mcn) else {
+            return;
+        };
+        if let Err(problems) = valid {
             panic!(
                 "{} does not validate: {problems:#?}",
                 mcn["metadata"]["name"]
@@ -939,8 +942,14 @@ async fn a_stale_lease_is_taken_only_after_it_expires_and_a_lost_lease_stops_pub
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pre_built_image_goes_to_spec_config_image_only_where_the_crd_declares_it() {
-    // The shared CRD (default feature set) does not declare spec.configImage.
-    let api = start_api(Options::default());
+    // The real CRD (default feature set) does not declare spec.configImage (upstream tier).
+    let Some(real_crds) = support::upstream::crds() else {
+        return;
+    };
+    let api = start_api(Options {
+        crd_dir: Some(real_crds.clone()),
+        ..Options::default()
+    });
     let replica = Replica::start(&api, "master-0").await;
     replica.wait_leading(true, DEADLINE).await;
     add_node(
@@ -955,7 +964,7 @@ async fn a_pre_built_image_goes_to_spec_config_image_only_where_the_crd_declares
 
     // A CRD that declares it (as the tech-preview CRDs do): the image is written.
     let crds = tempfile::tempdir().unwrap();
-    write_crds_with_config_image(crds.path());
+    write_crds_with_config_image(&real_crds, crds.path());
     let api = start_api(Options {
         crd_dir: Some(crds.path().to_path_buf()),
         ..Options::default()
@@ -974,24 +983,10 @@ async fn a_pre_built_image_goes_to_spec_config_image_only_where_the_crd_declares
     replica.stop().await;
 }
 
-fn shared_crd_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("MCS_SHARED_CRDS") {
-        return PathBuf::from(dir);
-    }
-    [
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/crds"),
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/crds"),
-    ]
-    .iter()
-    .map(PathBuf::from)
-    .find(|dir| dir.is_dir())
-    .expect("shared/crds beside the repository")
-}
-
-/// Copies the shared CRDs into `dir`, with `spec.configImage` added to the MCN schema the way
-/// the newer CRDs declare it.
-fn write_crds_with_config_image(dir: &Path) {
-    for entry in std::fs::read_dir(shared_crd_dir()).unwrap() {
+/// Copies the real CRDs of `real` into `dir`, with `spec.configImage` added to the MCN schema
+/// the way the newer CRDs declare it.
+fn write_crds_with_config_image(real: &Path, dir: &Path) {
+    for entry in std::fs::read_dir(real).unwrap() {
         let path = entry.unwrap().path();
         let text = std::fs::read_to_string(&path).unwrap();
         let file = path.file_name().unwrap().to_owned();

@@ -55,6 +55,7 @@ pub struct MachineOSConfigStatus {
     #[serde(default)]
     pub current_image_pull_spec: Option<String>,
     #[serde(default)]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     #[serde(
         default,
@@ -89,6 +90,7 @@ pub struct MachineOSBuildSpec {
 #[serde(rename_all = "camelCase")]
 pub struct MachineOSBuildStatus {
     #[serde(default)]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     #[serde(default)]
     pub digested_image_push_spec: Option<String>,

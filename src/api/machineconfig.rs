@@ -25,6 +25,7 @@ pub struct MachineConfigSpec {
     #[serde(default)]
     pub base_os_extensions_container_image: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub config: Option<serde_json::Value>,
     /// The CRD marks this list nullable, and Go writes a nil slice as `null`.
     #[serde(default, deserialize_with = "null_as_empty")]
@@ -44,6 +45,7 @@ pub struct PoolConfiguration {
     pub name: String,
     /// The MachineConfigs merged into this render; kept opaque.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::list_of_opaque_objects")]
     pub source: Option<Vec<serde_json::Value>>,
 }
 
@@ -61,8 +63,10 @@ pub struct MachineConfigPoolSpec {
     pub configuration: PoolConfiguration,
     /// Label selector of the pool's nodes (`matchLabels`/`matchExpressions`), kept opaque here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub node_selector: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub machine_config_selector: Option<serde_json::Value>,
     #[serde(default)]
     pub paused: bool,
@@ -96,6 +100,8 @@ pub struct MachineConfigPoolStatus {
     version = "v1",
     kind = "ControllerConfig"
 )]
+// The rest of the spec is kept (`other`), so the schema says unknown fields are preserved.
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 #[serde(rename_all = "camelCase")]
 pub struct ControllerConfigSpec {
     #[serde(rename = "kubeAPIServerServingCAData", default)]

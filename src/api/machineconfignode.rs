@@ -49,6 +49,7 @@ pub struct SpecConfigImage {
 #[serde(rename_all = "camelCase")]
 pub struct MachineConfigNodeStatus {
     #[serde(default)]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_version: Option<StatusConfigVersion>,

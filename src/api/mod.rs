@@ -13,6 +13,23 @@ pub use machineconfig::{
     MachineConfigPoolSpec, MachineConfigPoolStatus, MachineConfigSpec, PoolConfiguration,
 };
 
+/// Schema of a field kept as opaque JSON: an object whose contents the server does not model,
+/// so a structural schema (and an API server pruning by it) must keep them.
+pub(crate) fn preserve_unknown_fields(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}
+
+/// Schema of a list of opaque objects (see [`preserve_unknown_fields`]).
+pub(crate) fn list_of_opaque_objects(
+    generator: &mut schemars::SchemaGenerator,
+) -> schemars::Schema {
+    let item = preserve_unknown_fields(generator);
+    schemars::json_schema!({ "type": "array", "items": item })
+}
+
 /// API group of every MCO resource.
 pub const GROUP: &str = "machineconfiguration.openshift.io";
 /// `apiVersion` of every MCO resource.

@@ -6,8 +6,9 @@
 //! plain HTTP/1.1 on `127.0.0.1:<ephemeral>`.
 //!
 //! What it implements (see each module's docs):
-//! - `registry.rs`: core nodes/configmaps/services/secrets, coordination leases, and every CRD
-//!   in `shared/crds/` (Routes optional); discovery documents.
+//! - `registry.rs`: core nodes/configmaps/services/secrets, coordination leases, and the CRDs
+//!   derived from our API types, or the real ones from the upstream tier via
+//!   [`Options::crd_dir`] (Routes optional); discovery documents.
 //! - `store.rs`: objects keyed by resource/namespace/name, one global resourceVersion, uid,
 //!   creationTimestamp, generation, finalizers; get/list (selectors, limit/continue),
 //!   create (409 AlreadyExists), replace (409 on stale resourceVersion), merge/JSON patch,
@@ -15,7 +16,7 @@
 //! - `apply.rs`: server-side apply with managedFields (FieldsV1), conflicts, `force`, removal of
 //!   omitted fields, list-map merging by keys from the CRD schema.
 //! - `schema.rs`: CRD schema pruning and validation (422 Invalid), also as
-//!   [`validate_against_crd`].
+//!   [`validate_against_real_crd`].
 //! - `watch.rs`: watches with history replay, 410 Expired after [`FakeApiServer::compact`],
 //!   bookmarks, streaming lists (`sendInitialEvents`), timeouts.
 //! - `http.rs`: routing, status codes, the request log.
@@ -62,8 +63,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub use registry::{derived_crds, real_crds};
 pub use registry::{ResourceDef, ResourceId};
-pub use schema::validate_against_crd;
+pub use schema::{validate_against, validate_against_real_crd};
 pub use status::{ApiError, Cause};
 pub use store::{Scope, WriteParams};
 
@@ -83,7 +85,8 @@ pub struct Options {
     pub bookmark_interval: Duration,
     /// How many changes the watch history keeps before old resourceVersions expire (410).
     pub history_limit: usize,
-    /// CRD directory; `None` uses `shared/crds/`.
+    /// CRD directory (e.g. the real CRDs, `support::upstream::crds()`); `None` serves the CRDs
+    /// derived from our own API types.
     pub crd_dir: Option<PathBuf>,
     /// More resources to serve, e.g. `ResourceDef::builtin("", "events", "Event", true, false)`.
     pub extra_resources: Vec<ResourceDef>,

@@ -1,7 +1,8 @@
 //! Resource registry: which APIs the fake server serves, and its discovery documents.
 //!
 //! Owns the list of resources (group, version, plural, kind, scope, status subresource, CRD
-//! schema), the loading of CustomResourceDefinitions from `shared/crds/`, and the discovery
+//! schema), the CustomResourceDefinitions (derived from our API types, or the real ones of the
+//! upstream tier), and the discovery
 //! responses (`/api`, `/api/v1`, `/apis`, `/apis/<group>[/<version>]`). It holds no objects:
 //! storage is `store.rs`.
 
@@ -86,8 +87,9 @@ pub struct Registry {
 
 impl Registry {
     /// The resources the machine-config-server touches: core nodes, configmaps, services,
-    /// secrets; coordination leases; every CRD in the shared CRD directory (Routes only when
-    /// `with_routes`, to model a plain Kubernetes cluster without OpenShift's route API).
+    /// secrets; coordination leases; every CRD of `crd_dir` (default: the CRDs derived from our
+    /// own API types, [`derived_crds`]; Routes only when `with_routes`, to model a plain
+    /// Kubernetes cluster without OpenShift's route API).
     pub fn standard(
         with_routes: bool,
         crd_dir: Option<&Path>,
@@ -102,7 +104,7 @@ impl Registry {
         ];
         let crds = match crd_dir {
             Some(dir) => load_crd_dir(dir)?,
-            None => shared_crds()?.to_vec(),
+            None => derived_crds().to_vec(),
         };
         resources.extend(
             crds.into_iter()
@@ -256,32 +258,43 @@ fn group_json(group: &str, versions: &[String]) -> Value {
     json!({ "name": group, "versions": versions, "preferredVersion": versions[0] })
 }
 
-/// The shared CRD directory: `$MCS_SHARED_CRDS` if set, else `<repo>/../shared/crds` (a clone
-/// with `shared/` beside it, as in CI), else `<repo>/../../shared/crds` (a worktree under
-/// `wt/`).
-pub fn shared_crd_dir() -> Result<PathBuf, String> {
-    if let Some(dir) = std::env::var_os("MCS_SHARED_CRDS") {
-        return Ok(PathBuf::from(dir));
-    }
-    let candidates = [
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/crds"),
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/crds"),
-    ];
-    candidates
+/// The CRDs derived from this project's own API types (`kube::CustomResourceExt::crd()` of
+/// `src/api`): what the self-contained tier validates against. The upstream tier checks these
+/// types against the real CRDs (`tests/api_model.rs`), so the two tiers together stay honest.
+pub fn derived_crds() -> &'static [ResourceDef] {
+    use kube::CustomResourceExt;
+    use machine_config_server::api::imagebuild::{MachineOSBuild, MachineOSConfig, Route};
+    use machine_config_server::api::machineconfignode::MachineConfigNode;
+    use machine_config_server::api::{ControllerConfig, MachineConfig, MachineConfigPool};
+    static CRDS: OnceLock<Vec<ResourceDef>> = OnceLock::new();
+    CRDS.get_or_init(|| {
+        [
+            ControllerConfig::crd(),
+            MachineConfigNode::crd(),
+            MachineConfigPool::crd(),
+            MachineConfig::crd(),
+            MachineOSBuild::crd(),
+            MachineOSConfig::crd(),
+            Route::crd(),
+        ]
         .iter()
-        .map(PathBuf::from)
-        .find(|dir| dir.is_dir())
-        .ok_or_else(|| {
-            format!("no shared CRD directory found (tried {candidates:?}; set MCS_SHARED_CRDS)")
+        .map(|crd| {
+            let value = serde_json::to_value(crd).expect("a derived CRD serializes");
+            crd_resource(&value).unwrap_or_else(|e| panic!("derived CRD: {e}"))
         })
+        .collect()
+    })
 }
 
-/// The CRDs of the shared directory, parsed once per test binary.
-pub fn shared_crds() -> Result<&'static [ResourceDef], String> {
-    static CRDS: OnceLock<Result<Vec<ResourceDef>, String>> = OnceLock::new();
-    CRDS.get_or_init(|| load_crd_dir(&shared_crd_dir()?))
-        .as_deref()
-        .map_err(Clone::clone)
+/// The real OpenShift CRDs (upstream tier, `MCS_UPSTREAM_ASSETS`), parsed once per test
+/// binary; `None` when the assets are not available (the group is then recorded as not run).
+pub fn real_crds() -> Option<&'static [ResourceDef]> {
+    static CRDS: OnceLock<Option<Vec<ResourceDef>>> = OnceLock::new();
+    CRDS.get_or_init(|| {
+        let dir = super::super::upstream::crds()?;
+        Some(load_crd_dir(&dir).unwrap_or_else(|e| panic!("the real CRDs: {e}")))
+    })
+    .as_deref()
 }
 
 /// Every CRD (`*.yaml`, `*.yml`, `*.json`) in `dir`, sorted by file name.

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use base64::Engine as _;
 use serde_json::{Map, Value};
 
-use super::registry::{shared_crds, ResourceDef};
+use super::registry::{real_crds, ResourceDef};
 use super::status::Cause;
 
 /// Fields of ObjectMeta the server keeps; anything else under `metadata` is pruned.
@@ -37,15 +37,24 @@ const OBJECT_META_FIELDS: &[&str] = &[
     "managedFields",
 ];
 
-/// Checks an object against the CRD of `kind` in `shared/crds/` the way the API server would
+/// Checks an object against the real CRD of `kind` (upstream tier) the way the API server would
 /// on a write with `fieldValidation=Strict`: unknown fields (which the server would silently
-/// drop) are errors too. Returns every problem as `field: message`.
-pub fn validate_against_crd(kind: &str, object: &Value) -> Result<(), Vec<String>> {
-    let crds = shared_crds().map_err(|e| vec![e])?;
+/// drop) are errors too. Returns every problem as `field: message`; `None` when the real CRDs
+/// are not available (recorded as not run).
+pub fn validate_against_real_crd(kind: &str, object: &Value) -> Option<Result<(), Vec<String>>> {
+    Some(validate_against(real_crds()?, kind, object))
+}
+
+/// [`validate_against_real_crd`] against the CRDs `crds`.
+pub fn validate_against(
+    crds: &[ResourceDef],
+    kind: &str,
+    object: &Value,
+) -> Result<(), Vec<String>> {
     let def = crds
         .iter()
         .find(|d| d.kind == kind)
-        .ok_or_else(|| vec![format!("no CRD in shared/crds defines kind {kind:?}")])?;
+        .ok_or_else(|| vec![format!("no CRD defines kind {kind:?}")])?;
     let mut problems = Vec::new();
     if object["apiVersion"].as_str() != Some(def.api_version().as_str()) {
         problems.push(format!("apiVersion: must be {:?}", def.api_version()));
