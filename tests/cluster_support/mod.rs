@@ -1,7 +1,7 @@
-//! Cluster fixtures shared by the `cluster_*` tests: the realistic cluster (the installer's
-//! rendered MachineConfigs, pools and ControllerConfig from `shared/fixtures/bootstrap-realistic`,
-//! completed as the operator completes them in a cluster), loaded into the fake API server, and
-//! a node-bootstrapper token directory.
+//! Cluster fixtures shared by the `cluster_*` tests: the full-size cluster of the project's own
+//! fixtures (rendered MachineConfigs, pools and ControllerConfig from
+//! `tests/fixtures/generated/bootstrap-full`, completed as the operator completes them in a
+//! cluster), loaded into the fake API server, and a node-bootstrapper token directory.
 //!
 //! Include with `#[path = "cluster_support/mod.rs"] mod cluster_support;` after `mod support;`.
 #![allow(dead_code)]
@@ -14,10 +14,12 @@ use crate::support::fake_apiserver::FakeApiServer;
 
 /// `--apiserver-url` of every test.
 pub const APISERVER_URL: &str = "https://api-int.example.com:6443";
-/// The worker pool's rendered config in the fixture.
-pub const WORKER_RENDERED: &str = "rendered-worker-b033493ef893b9bb15e0abffef041a08";
 /// The master pool's rendered config in the fixture.
-pub const MASTER_RENDERED: &str = "rendered-master-debfb7e8dc78d7bb874cdfefd71e66d1";
+#[allow(unused_imports)]
+pub use crate::support::fixtures::MASTER_RENDERED;
+/// The worker pool's rendered config in the fixture.
+#[allow(unused_imports)]
+pub use crate::support::fixtures::WORKER_RENDERED;
 /// `ca.crt` of the token directory.
 pub const FILE_CA: &str = "-----BEGIN CERTIFICATE-----\nFILE CA\n-----END CERTIFICATE-----\n";
 /// `token` of the token directory at start.
@@ -25,7 +27,7 @@ pub const FIRST_TOKEN: &str = "token-1";
 pub const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
 
 pub fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/bootstrap-realistic")
+    crate::support::fixtures::bootstrap_full()
 }
 
 /// The realistic MachineConfigs, pools and ControllerConfig, plus the image registry's

@@ -2,6 +2,7 @@
 //! `mod support;` and uses the modules below.
 
 pub mod fake_apiserver;
+pub mod fixtures;
 pub mod upstream;
 
 /// A complete `machine-config-controller` ControllerConfig, as the cluster tests load it into
