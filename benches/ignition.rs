@@ -1,5 +1,5 @@
 //! Ignition engine benchmark (`cargo bench --bench ignition`): parse + translate + serialize
-//! of the realistic rendered master config, once per served spec version, next to a baseline
+//! of the full-size rendered master config of the project's fixture, once per served spec version, next to a baseline
 //! measured in the same run: a plain `serde_json` parse + serialize of the same document (the
 //! least any server must do with it). Results are reported as ratios to that baseline; see
 //! benches/README.md. A small std-only harness: median of timed batches, no statistics crate.
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use machine_config_server::ignition::{parse_config, serialize_as, SpecVersion};
 use serde_json::Value;
 
-const FIXTURE: &str = "../shared/fixtures/bootstrap-realistic/machine-configs/rendered-master-debfb7e8dc78d7bb874cdfefd71e66d1.yaml";
+const FIXTURE: &str = "tests/fixtures/generated/bootstrap-full/machine-configs/rendered-master-b19762bf2111d4787ac714352cb8a882.yaml";
 
 /// Median time of one call, from `batches` batches each running at least `min_batch`.
 fn measure(mut f: impl FnMut(), batches: usize, min_batch: Duration) -> Duration {

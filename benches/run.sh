@@ -11,11 +11,9 @@ CONNECTIONS=${MCS_BENCH_CONNECTIONS:-32}          # concurrent clients per wrk r
 THREADS=${MCS_BENCH_THREADS:-2}                   # wrk threads
 ROUNDS=${MCS_BENCH_ROUNDS:-2}                     # wrk runs per server and scenario
 COLD_SAMPLES=${MCS_BENCH_COLD_SAMPLES:-5}         # cold renders measured per fixture
-# The shared fixture sits next to the main checkout (../shared); worktrees are one level deeper.
-FIXTURE=${MCS_BENCH_FIXTURE:-$REPO/../shared/fixtures/bootstrap-realistic}
-if [[ -z ${MCS_BENCH_FIXTURE:-} && ! -d $FIXTURE ]]; then
-    FIXTURE=$REPO/../../shared/fixtures/bootstrap-realistic
-fi
+# The project's full-size fixture; MCS_BENCH_FIXTURE may name another bootstrap directory (e.g.
+# the upstream-rendered one under $MCS_UPSTREAM_ASSETS/fixtures/bootstrap-realistic).
+FIXTURE=${MCS_BENCH_FIXTURE:-$REPO/tests/fixtures/generated/bootstrap-full}
 CERT=${MCS_BENCH_CERT:-$REPO/certs/tls.crt}
 KEY=${MCS_BENCH_KEY:-$REPO/certs/tls.key}
 SYNTHETIC_BYTES=${MCS_BENCH_SYNTHETIC_BYTES:-1860000} # Ignition content per synthetic MachineConfig
@@ -314,7 +312,8 @@ cold_render() {
     mc=$(mc_file "$dir" "$pool")
     for i in $(seq "$COLD_SAMPLES"); do
         before=$(fetch "$version" "https://127.0.0.1:$OURS_PORT/config/$pool" | sha256sum)
-        sed -i "s/release-image-version: .*/release-image-version: \"bench-cold-$i-$$\"/" "$mc"
+        # Block YAML (`release-image-version: ""`) or JSON (`"release-image-version": "..."`).
+        sed -i -E "s/release-image-version(\"?): \"[^\"]*\"/release-image-version\1: \"bench-cold-$i-$$\"/" "$mc"
         timing=""
         for _ in $(seq 1000); do
             read -r code timing < <(fetch "$version" -o "$WORK/cold-body" -w '%{http_code} %{time_total}\n' \

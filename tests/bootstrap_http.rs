@@ -1,8 +1,12 @@
 //! The HTTP table of the original server (shared/docs/upstream-mcs.md), checked row by row
 //! against the real binary in bootstrap mode, on both ports.
 
+#[path = "support/fixtures.rs"]
+mod fixtures;
 #[path = "support/mcs.rs"]
 mod mcs;
+#[path = "support/upstream.rs"]
+mod upstream;
 
 use std::fs;
 
@@ -359,9 +363,19 @@ fn changes_in_the_base_directory_are_served_without_restart() {
 }
 
 #[test]
-fn realistic_fixture_is_served_in_every_spec() {
-    let fixture = mcs::shared().join("fixtures/bootstrap-realistic");
-    let server = Server::bootstrap(&fixture, &[]);
+fn full_size_fixture_is_served_in_every_spec() {
+    served_in_every_spec(&fixtures::bootstrap_full());
+}
+
+#[test]
+fn upstream_rendered_fixture_is_served_in_every_spec() {
+    if let Some(fixture) = upstream::realistic_fixture() {
+        served_in_every_spec(&fixture);
+    }
+}
+
+fn served_in_every_spec(fixture: &std::path::Path) {
+    let server = Server::bootstrap(fixture, &[]);
     for version in ["2.2.0", "3.1.0", "3.2.0", "3.3.0", "3.4.0", "3.5.0"] {
         let accept = format!("application/vnd.coreos.ignition+json;version={version}");
         let response = server.https("GET", "/config/master", &[("Accept", &accept)]);

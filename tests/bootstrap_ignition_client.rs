@@ -2,8 +2,12 @@
 //! a pointer config with the development CA merges `/config/master`, and the config Ignition
 //! caches contains the files the server appends.
 
+#[path = "support/fixtures.rs"]
+mod fixtures;
 #[path = "support/mcs.rs"]
 mod mcs;
+#[path = "support/upstream.rs"]
+mod upstream;
 
 use std::path::Path;
 use std::process::Command;
@@ -109,8 +113,19 @@ fn ignition_fetches_the_master_config_over_tls() {
 }
 
 #[test]
-fn ignition_fetches_the_realistic_fixture() {
-    let server = mcs::Server::bootstrap(&mcs::shared().join("fixtures/bootstrap-realistic"), &[]);
+fn ignition_fetches_the_full_size_fixture() {
+    fetches_a_full_size_config(&fixtures::bootstrap_full());
+}
+
+#[test]
+fn ignition_fetches_the_upstream_rendered_fixture() {
+    if let Some(fixture) = upstream::realistic_fixture() {
+        fetches_a_full_size_config(&fixture);
+    }
+}
+
+fn fetches_a_full_size_config(fixture: &Path) {
+    let server = mcs::Server::bootstrap(fixture, &[]);
     let work = tempfile::tempdir().unwrap();
     let url = format!("https://127.0.0.1:{}/config/master", server.secure.port());
     let ca = std::fs::read(mcs::repo().join("certs/ca.crt")).unwrap();

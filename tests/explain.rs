@@ -1,5 +1,5 @@
 //! `machine-config-server explain`, run as a person would run it: the real binary on the bundled
-//! example (`config/bootstrap`), on the realistic bootstrap fixture, and against a cluster (the
+//! example (`config/bootstrap`), on the project's full-size bootstrap fixture, and against a cluster (the
 //! in-test fake API server). What it reports is checked against what the server really serves:
 //! the bytes written by `--write-config` must equal the body a running server sends for the
 //! same request, and the reported sizes and file list must match that body.
@@ -17,10 +17,11 @@ use support::fake_apiserver::{FakeApiServer, Options};
 
 const BIN: &str = env!("CARGO_BIN_EXE_machine-config-server");
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/bootstrap");
-const REALISTIC: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../shared/fixtures/bootstrap-realistic"
-);
+/// The project's full-size bootstrap fixture (`tests/fixtures/generated/bootstrap-full`).
+fn full() -> &'static str {
+    static DIR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| support::fixtures::bootstrap_full().display().to_string())
+}
 /// What a current Ignition sends.
 const ACCEPT: &str = "application/vnd.coreos.ignition+json;version=3.5.0, */*;q=0.1";
 
@@ -29,6 +30,7 @@ const KUBECONFIG: &str = "/etc/kubernetes/kubeconfig";
 const MC_CONTENT: &str = "/etc/mcs-machine-config-content.json";
 const ENCAPSULATED: &str = "/etc/ignition-machine-config-encapsulated.json";
 const KUBELET_CA: &str = "/etc/kubernetes/kubelet-ca.crt";
+const CLOUD_CA: &str = "/etc/kubernetes/static-pod-resources/configmaps/cloud-config/ca-bundle.pem";
 
 /// One finished `explain` run.
 struct Run {
@@ -188,10 +190,7 @@ fn example_master_is_explained_as_text() {
 fn json_report_and_written_config_match_what_the_server_serves() {
     for (base, rendered) in [
         (EXAMPLE, "rendered-master-example"),
-        (
-            REALISTIC,
-            "rendered-master-debfb7e8dc78d7bb874cdfefd71e66d1",
-        ),
+        (full(), support::fixtures::MASTER_RENDERED),
     ] {
         let dir = tempfile::tempdir().expect("tempdir");
         let written = dir.path().join("master.ign");
@@ -256,13 +255,14 @@ fn json_report_and_written_config_match_what_the_server_serves() {
 
 #[test]
 fn realistic_master_marks_the_files_the_server_adds() {
-    let run = explain_bootstrap(REALISTIC, &["--pool", "master", "--output", "json"]);
+    let run = explain_bootstrap(full(), &["--pool", "master", "--output", "json"]);
     run.assert_code(0);
     let report = run.json();
     assert_eq!(
         appended(&report),
         vec![
             KUBELET_CA,
+            CLOUD_CA,
             NODE_ANNOTATIONS,
             KUBECONFIG,
             MC_CONTENT,
@@ -279,7 +279,7 @@ fn realistic_master_marks_the_files_the_server_adds() {
     assert_eq!(kubeconfig["mode"], 420);
     assert_eq!(
         kubeconfig["size"],
-        std::fs::metadata(format!("{REALISTIC}/kubeconfig"))
+        std::fs::metadata(format!("{}/kubeconfig", full()))
             .expect("kubeconfig")
             .len()
     );
@@ -289,7 +289,7 @@ fn realistic_master_marks_the_files_the_server_adds() {
     );
     assert_no_secret(
         &run,
-        &kubeconfig_token(Path::new(&format!("{REALISTIC}/kubeconfig"))),
+        &kubeconfig_token(Path::new(&format!("{}/kubeconfig", full()))),
     );
 }
 
@@ -329,7 +329,7 @@ fn registry_certificates_are_listed_as_appended() {
 
 #[test]
 fn worker_in_bootstrap_mode_explains_the_500() {
-    for base in [EXAMPLE, REALISTIC] {
+    for base in [EXAMPLE, full()] {
         let dir = tempfile::tempdir().expect("tempdir");
         let written = dir.path().join("worker.ign");
         let run = explain_bootstrap(
@@ -372,7 +372,7 @@ fn worker_in_bootstrap_mode_explains_the_500() {
 #[test]
 fn missing_pool_explains_the_404() {
     // Bootstrap mode reads `arbiter` too; neither directory has one.
-    let run = explain_bootstrap(REALISTIC, &["--pool", "arbiter", "--output", "json"]);
+    let run = explain_bootstrap(full(), &["--pool", "arbiter", "--output", "json"]);
     run.assert_code(1);
     let report = run.json();
     assert_eq!(report["status"], 404);
@@ -396,7 +396,7 @@ fn missing_pool_explains_the_404() {
 fn unsupported_accept_explains_the_400() {
     let accept = "application/vnd.coreos.ignition+json;version=4.0.0";
     let run = explain_bootstrap(
-        REALISTIC,
+        full(),
         &["--pool", "master", "--accept", accept, "--output", "json"],
     );
     run.assert_code(1);
@@ -406,7 +406,7 @@ fn unsupported_accept_explains_the_400() {
     assert!(report["spec_version"].is_null());
     assert_eq!(report["accept"], accept);
     // The same answer as the server's.
-    let server = mcs::Server::bootstrap(Path::new(REALISTIC), &[]);
+    let server = mcs::Server::bootstrap(Path::new(full()), &[]);
     assert_eq!(
         server
             .http("GET", "/config/master", &[("Accept", accept)])
@@ -459,8 +459,7 @@ fn spec_flag_and_usage_errors() {
 // Cluster mode
 
 const LAYERED_POOL: &str = "layered-worker";
-const LAYERED_RENDERED: &str = "rendered-layered-worker-4a23d8fb65153ffa640ed631d46a8aa0";
-const WORKER_RENDERED: &str = "rendered-worker-b033493ef893b9bb15e0abffef041a08";
+use support::fixtures::{LAYERED_RENDERED, WORKER_RENDERED};
 const LAYERED_IMAGE: &str = "quay.io/example/layered-rhcos@sha256:1111111111111111111111111111111111111111111111111111111111111111";
 const CLUSTER_TOKEN: &str = "explain-test-bootstrap-token-0123456789";
 const APISERVER_URL: &str = "https://api-int.example.com:6443";
@@ -473,7 +472,7 @@ use support::CONTROLLER_CONFIG;
 fn fake_cluster() -> FakeApiServer {
     let api = FakeApiServer::start(Options::default());
     for dir in ["machine-configs", "machine-pools"] {
-        if let Err(e) = api.load_yaml_dir(format!("{REALISTIC}/{dir}")) {
+        if let Err(e) = api.load_yaml_dir(format!("{}/{dir}", full())) {
             panic!("loading {dir}: {e}");
         }
     }

@@ -1,5 +1,11 @@
-//! The realistic rendered MachineConfigs of the shared bootstrap fixture: their `spec.config`
-//! parses, translates to every served spec, and the 2.2 output reads back to the same config.
+//! Full-size rendered MachineConfigs (the project's fixture and, upstream tier, the fixture the
+//! original operator rendered): their `spec.config` parses, translates to every served spec, and
+//! the 2.2 output reads back to the same config.
+
+#[path = "support/fixtures.rs"]
+mod fixtures;
+#[path = "support/upstream.rs"]
+mod upstream;
 
 use std::path::PathBuf;
 
@@ -7,15 +13,16 @@ use machine_config_server::ignition::{
     parse_config, parse_config_slice, serialize_as, to_value_as, Config, SpecVersion,
 };
 
-fn fixture_dir() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/fixtures/bootstrap-realistic/machine-configs"
-    ))
+/// The rendered configs of the project's fixture, then of the upstream fixture if available.
+fn realistic_configs() -> Vec<(String, Config)> {
+    let mut dirs = vec![fixtures::bootstrap_full()];
+    dirs.extend(upstream::realistic_fixture());
+    dirs.into_iter()
+        .flat_map(|dir| configs_in(dir.join("machine-configs")))
+        .collect()
 }
 
-fn realistic_configs() -> Vec<(String, Config)> {
-    let dir = fixture_dir();
+fn configs_in(dir: PathBuf) -> Vec<(String, Config)> {
     let mut entries: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("fixture directory {} must exist: {e}", dir.display()))
         .map(|e| e.expect("directory entry").path())

@@ -20,11 +20,6 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `shared/` beside the checkout.
-pub fn shared() -> PathBuf {
-    repo().join("../shared")
-}
-
 /// A free loopback port (bound then released; the server binds it right after).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

@@ -78,6 +78,6 @@ fn record_not_run(group: &str) {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
     if std::fs::create_dir_all(&dir).is_ok() {
-        let _ = std::fs::write(dir.join(file), group);
+        let _ = std::fs::write(dir.join(file), format!("{group}\n"));
     }
 }
