@@ -8,10 +8,10 @@
 mod fixtures;
 #[path = "support/mcs.rs"]
 mod mcs;
-#[path = "support/upstream.rs"]
-mod upstream;
 #[path = "support/validators.rs"]
 mod validators;
+
+use validators::upstream;
 
 use validators::{assert_matches_schema, ignition_validate, schema};
 

@@ -7,10 +7,10 @@
 #[path = "support/fixtures.rs"]
 mod fixtures;
 mod ignition_common;
-#[path = "support/upstream.rs"]
-mod upstream;
 #[path = "support/validators.rs"]
 mod validators;
+
+use validators::upstream;
 
 use std::path::{Path, PathBuf};
 

@@ -10,8 +10,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
+/// The upstream tier (re-exported so that a test including this file need not load it twice).
 #[path = "upstream.rs"]
-mod upstream;
+pub mod upstream;
 
 pub const IGNITION_VALIDATE: &str = "/usr/bin/ignition-validate";
 
