@@ -163,6 +163,7 @@ fn rbac_grants_exactly_the_calls_the_server_makes() {
         ("MCS_MCN_RENEW_PERIOD_MS", "200"),
         ("MCS_MCN_RETRY_PERIOD_MS", "200"),
         ("MCS_MCN_RESYNC_MS", "500"),
+        ("MCS_MCN_DELETE_GRACE_MS", "1000"),
     ] {
         std::env::set_var(key, millis);
     }

@@ -8,27 +8,33 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::machineconfig::Rest;
+
 /// A `metav1.Condition` as MCO resources carry it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
 pub struct Condition {
     #[serde(rename = "type")]
     pub type_: String,
+    #[serde(rename = "status")]
     pub status: String,
-    #[serde(default)]
+    #[serde(rename = "reason", default)]
     pub reason: String,
-    #[serde(default)]
+    #[serde(rename = "message", default)]
     pub message: String,
-    #[serde(default)]
+    #[serde(rename = "lastTransitionTime", default)]
     pub last_transition_time: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "observedGeneration",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub observed_generation: Option<i64>,
 }
 
 /// A reference by name (`{name: ...}`), the shape of most MCO object references.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NameRef {
-    #[serde(default)]
+    #[serde(rename = "name", default)]
     pub name: String,
 }
 
@@ -40,31 +46,45 @@ pub struct NameRef {
     kind = "MachineOSConfig",
     status = "MachineOSConfigStatus"
 )]
-#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct MachineOSConfigSpec {
-    #[serde(default)]
+    #[serde(rename = "machineConfigPool", default)]
     pub machine_config_pool: NameRef,
-    #[serde(default)]
+    #[serde(rename = "renderedImagePushSpec", default)]
     pub rendered_image_push_spec: String,
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub rest: Rest,
 }
 
 /// `MachineOSConfig.status`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct MachineOSConfigStatus {
-    #[serde(default)]
+    #[serde(
+        rename = "currentImagePullSpec",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub current_image_pull_spec: Option<String>,
-    #[serde(default)]
+    #[serde(rename = "conditions", default)]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     #[serde(
-        default,
         rename = "machineOSBuild",
+        default,
         skip_serializing_if = "Option::is_none"
     )]
     pub machine_os_build: Option<NameRef>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "observedGeneration",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub observed_generation: Option<i64>,
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub rest: Rest,
 }
 
 /// `MachineOSBuild.spec`: one build of one rendered config for one MachineOSConfig.
@@ -75,29 +95,43 @@ pub struct MachineOSConfigStatus {
     kind = "MachineOSBuild",
     status = "MachineOSBuildStatus"
 )]
-#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct MachineOSBuildSpec {
-    #[serde(default)]
+    #[serde(rename = "machineConfig", default)]
     pub machine_config: NameRef,
-    #[serde(default, rename = "machineOSConfig")]
+    #[serde(rename = "machineOSConfig", default)]
     pub machine_os_config: NameRef,
-    #[serde(default)]
+    #[serde(rename = "renderedImagePushSpec", default)]
     pub rendered_image_push_spec: String,
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub rest: Rest,
 }
 
 /// `MachineOSBuild.status`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct MachineOSBuildStatus {
-    #[serde(default)]
+    #[serde(rename = "conditions", default)]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
-    #[serde(default)]
+    #[serde(
+        rename = "digestedImagePushSpec",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub digested_image_push_spec: Option<String>,
-    #[serde(default)]
+    #[serde(
+        rename = "buildStart",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub build_start: Option<String>,
-    #[serde(default)]
+    #[serde(rename = "buildEnd", default, skip_serializing_if = "Option::is_none")]
     pub build_end: Option<String>,
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub rest: Rest,
 }
 
 /// `route.openshift.io/v1` Route: only `spec.host` is read.
@@ -108,7 +142,11 @@ pub struct MachineOSBuildStatus {
     kind = "Route",
     namespaced
 )]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct RouteSpec {
-    #[serde(default)]
+    #[serde(rename = "host", default)]
     pub host: String,
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub rest: Rest,
 }

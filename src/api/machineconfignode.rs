@@ -1,13 +1,16 @@
 //! MachineConfigNode (MCN): one per Node, same name, reporting that node's update state.
 //!
-//! Shapes follow `shared/crds/machineconfignodes.yaml`. `configImage` exists only in newer API
-//! versions of the CRD; it is optional here and must only be written where the CRD declares it.
+//! Every JSON name is spelled out (checked against the real CRD by `tests/api_model.rs`).
+//! `configImage` exists only in newer API versions of the CRD; it is optional here and must only
+//! be written where the CRD declares it. The server writes spec and status fields it owns by
+//! server-side apply; what others wrote (`rest`) is read and kept, never written back.
 
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::imagebuild::{Condition, NameRef};
+use super::machineconfig::Rest;
 
 /// `MachineConfigNode.spec`.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -17,64 +20,89 @@ use super::imagebuild::{Condition, NameRef};
     kind = "MachineConfigNode",
     status = "MachineConfigNodeStatus"
 )]
-#[serde(rename_all = "camelCase")]
 pub struct MachineConfigNodeSpec {
-    #[serde(default)]
+    #[serde(rename = "node", default)]
     pub node: NameRef,
-    #[serde(default)]
+    #[serde(rename = "pool", default)]
     pub pool: NameRef,
-    #[serde(default)]
+    #[serde(rename = "configVersion", default)]
     pub config_version: SpecConfigVersion,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "configImage",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub config_image: Option<SpecConfigImage>,
 }
 
 /// `spec.configVersion`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SpecConfigVersion {
-    #[serde(default)]
+    #[serde(rename = "desired", default)]
     pub desired: String,
 }
 
 /// `spec.configImage` (newer CRD versions only).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
 pub struct SpecConfigImage {
-    #[serde(default)]
+    #[serde(rename = "desiredImage", default)]
     pub desired_image: String,
 }
 
 /// `MachineConfigNode.status`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct MachineConfigNodeStatus {
-    #[serde(default)]
+    #[serde(rename = "conditions", default)]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "configVersion",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub config_version: Option<StatusConfigVersion>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "configImage",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub config_image: Option<StatusConfigImage>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "observedGeneration",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub observed_generation: Option<i64>,
+    /// What other writers (the daemon) report; read only, never written by this server.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub rest: Rest,
 }
 
 /// `status.configVersion`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StatusConfigVersion {
     /// Empty when unknown; then left out of the written object (the CRD rejects an empty name).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(rename = "current", default, skip_serializing_if = "String::is_empty")]
     pub current: String,
-    #[serde(default)]
+    #[serde(rename = "desired", default)]
     pub desired: String,
 }
 
 /// `status.configImage` (newer CRD versions only).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
 pub struct StatusConfigImage {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "currentImage",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub current_image: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "desiredImage",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub desired_image: Option<String>,
 }

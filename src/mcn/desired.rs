@@ -308,6 +308,7 @@ impl InitialStatus {
             }),
             config_image: None,
             observed_generation: Some(generation),
+            rest: Default::default(),
         }
     }
 }

@@ -275,10 +275,16 @@ fn migrate_kernel_arguments(
     {
         return Err(RenderError::KernelArguments(version));
     }
-    machine_config
-        .spec
-        .kernel_arguments
-        .extend(kernel_arguments.should_exist.unwrap_or_default());
+    // Go's `append` to a nil list of nothing leaves it nil (`null`), so only a non-empty move
+    // turns a nil list into one.
+    let moved = kernel_arguments.should_exist.unwrap_or_default();
+    if !moved.is_empty() {
+        machine_config
+            .spec
+            .kernel_arguments
+            .get_or_insert_with(Vec::new)
+            .extend(moved);
+    }
     Ok(())
 }
 
