@@ -203,6 +203,64 @@ fn pool(name: &str, spec: &str, status: &str, updated: i64) -> Value {
     })
 }
 
+/// A rendered MachineConfig in the API with every spec field set, acronyms included: the node
+/// gets each of them unchanged in its encapsulated MachineConfig and in the content file.
+#[test]
+fn every_spec_field_reaches_the_node_unchanged() {
+    let cluster = Cluster::start(true);
+    cluster.wait_ready();
+    let mut mc = small_rendered_config("rendered-full-1");
+    mc["spec"]
+        .as_object_mut()
+        .unwrap()
+        .extend(serde_json::Map::from_iter([
+            (
+                "osImageURL".to_string(),
+                json!("quay.example.com/rhcos@sha256:0a0a"),
+            ),
+            (
+                "baseOSExtensionsContainerImage".to_string(),
+                json!("quay.example.com/rhcos-extensions@sha256:0b0b"),
+            ),
+            ("extensions".to_string(), json!(["usbguard", "kerberos"])),
+            ("kernelType".to_string(), json!("realtime")),
+            ("fips".to_string(), json!(true)),
+            (
+                "kernelArguments".to_string(),
+                json!(["nosmt", "mitigations=auto"]),
+            ),
+        ]));
+    cluster.api.apply_object(&mc).unwrap();
+    cluster
+        .api
+        .apply_object(&pool("full", "rendered-full-1", "rendered-full-1", 0))
+        .unwrap();
+    wait_served(&cluster, "full", DEADLINE, |c| {
+        booted_config(c) == "rendered-full-1"
+    });
+    let stored = cluster
+        .api
+        .get("MachineConfig", None, "rendered-full-1")
+        .unwrap();
+    let config = cluster.config("full");
+    let served = |path: &str| -> Value { serde_json::from_slice(&file(&config, path)).unwrap() };
+    let encapsulated = served("/etc/ignition-machine-config-encapsulated.json");
+    let content = served("/etc/mcs-machine-config-content.json");
+    let mut expected = stored["spec"].clone();
+    assert_eq!(
+        content["spec"], expected,
+        "the content file: the spec as stored"
+    );
+    expected["config"] = json!({"ignition": {"version": "3.5.0"}});
+    assert_eq!(
+        encapsulated["spec"], expected,
+        "encapsulated: the spec as stored, config emptied at the requested version"
+    );
+    for field in ["baseOSExtensionsContainerImage", "osImageURL", "kernelType"] {
+        assert_ne!(encapsulated["spec"][field], json!(""), "{field} is set");
+    }
+}
+
 #[test]
 fn served_config_follows_the_pool_and_waits_for_an_updated_machine() {
     let cluster = Cluster::start(true);

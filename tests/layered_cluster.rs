@@ -34,6 +34,7 @@ const RENDERED: &str = "rendered-layered-worker-4a23d8fb65153ffa640ed631d46a8aa0
 const INFRA_RENDERED: &str = "rendered-infra-5b6c7d8e9f00112233445566778899aa";
 const BASE_IMAGE: &str = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:0000000000000000000000000000000000000000000000000000000000000000";
 const IMAGE: &str = "quay.io/example/layered-rhcos@sha256:1111111111111111111111111111111111111111111111111111111111111111";
+const EXTENSIONS_IMAGE: &str = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:2222222222222222222222222222222222222222222222222222222222222222";
 const INTERNAL_IMAGE: &str = "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/ocb-infra@sha256:3333333333333333333333333333333333333333333333333333333333333333";
 
 const CURRENT_IMAGE: &str = "machineconfiguration.openshift.io/currentImage";
@@ -145,10 +146,14 @@ spec:
         overwrite: true
         contents:
           source: data:,hello%20{pool}
-  kernelArguments: []
-  extensions: []
-  fips: false
-  kernelType: default
+  baseOSExtensionsContainerImage: {EXTENSIONS_IMAGE}
+  kernelArguments:
+  - nosmt
+  - mitigations=auto
+  extensions:
+  - usbguard
+  fips: true
+  kernelType: realtime
 "#
     )
 }
@@ -375,6 +380,7 @@ impl Cluster {
                 .as_str()
                 .unwrap()
                 .to_string(),
+            encapsulated_spec: encapsulated["spec"].clone(),
         }
     }
 
@@ -436,6 +442,8 @@ impl Cluster {
 struct Boot {
     annotation_image: Option<String>,
     os_image_url: String,
+    /// The encapsulated MachineConfig's whole `spec`.
+    encapsulated_spec: Value,
 }
 
 impl Boot {
@@ -478,6 +486,16 @@ async fn scale_up_gets_the_layered_image_only_once_a_node_of_the_pool_runs_it() 
         .unwrap();
     let took = cluster.boot_until(POOL, Some(IMAGE), SWITCH_WITHIN).await;
     eprintln!("switched to the layered image {took:?} after the node's update");
+    // The layered rule changes only osImageURL (and, as always, the encapsulated config);
+    // every other field of the rendered MachineConfig reaches the node unchanged.
+    let mut source = cluster
+        .api
+        .get("MachineConfig", None, RENDERED)
+        .expect("the rendered config")["spec"]
+        .clone();
+    source["osImageURL"] = json!(IMAGE);
+    source["config"] = json!({"ignition": {"version": "3.5.0"}});
+    assert_eq!(cluster.boot(POOL).await.encapsulated_spec, source);
     let status = cluster.status(POOL).await;
     assert_eq!(status["decision"], "layered");
     assert_eq!(status["reason"], "validated");
