@@ -48,6 +48,7 @@
 #![allow(dead_code, unused_imports)]
 
 mod apply;
+pub mod cel;
 mod http;
 mod registry;
 mod schema;
@@ -595,6 +596,19 @@ impl Drop for FakeApiServer {
         let _ = self.control.send(Control::Shutdown);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
+        }
+        // A CEL rule the server could not evaluate was answered with 500; make sure the test
+        // notices even if the client retried or ignored the error.
+        let registry = &self.shared.registry;
+        let failed: Vec<String> = (0..registry.len())
+            .filter_map(|id| registry.get(id).schema.as_ref())
+            .flat_map(cel::take_failures)
+            .collect();
+        if !failed.is_empty() && !std::thread::panicking() {
+            panic!(
+                "the fake API server could not evaluate CEL rules:\n{}",
+                failed.join("\n")
+            );
         }
     }
 }

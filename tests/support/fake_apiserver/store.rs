@@ -697,9 +697,7 @@ impl Store {
         }
         apply::prune_managed_fields(&mut new);
 
-        if let Err(causes) = schema::validate_object(def, &new) {
-            return Err(ApiError::invalid(def, &target.name, &causes));
-        }
+        schema::validate_write(def, old.as_ref(), &new)?;
 
         if let Some(old) = &old {
             if same_content(old, &new) {

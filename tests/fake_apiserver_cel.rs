@@ -1,0 +1,481 @@
+//! The in-test API server evaluates CRD validation rules (`x-kubernetes-validations`, CEL) as
+//! kube-apiserver does (`tests/support/fake_apiserver/cel.rs`).
+//!
+//! Self-contained tier: a small CRD written here with representative rules (object, list,
+//! map-value and scalar rules, a transition rule, IP and format helpers, messageExpression,
+//! fieldPath, reason) proves 422 answers with Kubernetes' field paths and messages, and that a
+//! rule the server cannot evaluate fails loudly. Upstream tier: every rule of every real CRD
+//! compiles and evaluates, and each rule family of MachineConfigNode (and some of
+//! MachineOSBuild, MachineOSConfig, MachineConfigPool) rejects an object that breaks it.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::fake_apiserver::cel::{check_rule, compile, rules_of};
+use support::fake_apiserver::{real_crds, ApiError, FakeApiServer, Options, Scope};
+
+const WIDGET_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  names: {kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}
+  scope: Cluster
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-validations:
+        - rule: self.metadata.name == self.spec.node.name
+          message: spec.node.name should match metadata.name
+        properties:
+          apiVersion: {type: string}
+          kind: {type: string}
+          metadata: {type: object}
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: "!has(self.locked) || self.locked == 'yes'"
+              message: locked must be yes
+              fieldPath: .locked
+            properties:
+              node:
+                type: object
+                x-kubernetes-validations:
+                - rule: has(self.name)
+                properties:
+                  name:
+                    type: string
+                    x-kubernetes-validations:
+                    - rule: "!format.dns1123Subdomain().validate(self).hasValue()"
+                      message: a lowercase RFC 1123 subdomain
+              locked: {type: string}
+              mode:
+                type: string
+                x-kubernetes-validations:
+                - rule: self != 'bad'
+                  messageExpression: "'mode ' + self + ' is not allowed'"
+                  reason: FieldValueForbidden
+              addresses:
+                type: array
+                items:
+                  type: string
+                  x-kubernetes-validations:
+                  - rule: isIP(self)
+                    message: value must be a valid IP address
+                x-kubernetes-validations:
+                - rule: "size(self) == 2 && isIP(self[0]) && isIP(self[1]) ? ip(self[0]).family() != ip(self[1]).family() : true"
+                  message: at most one address per family
+              labels:
+                type: object
+                additionalProperties:
+                  type: string
+                  x-kubernetes-validations:
+                  - rule: self.lowerAscii() == self
+                    message: must be lowercase
+              headers:
+                type: array
+                items: {type: string}
+                x-kubernetes-validations:
+                - rule: self.all(h, h.split(':').size() == 2)
+              weird:
+                type: string
+                x-kubernetes-validations:
+                - rule: self.noSuchFunction()
+          status:
+            type: object
+            properties:
+              observedGeneration:
+                type: integer
+                x-kubernetes-validations:
+                - rule: self >= oldSelf
+                  message: observedGeneration must not decrease
+              items:
+                type: array
+                x-kubernetes-list-type: map
+                x-kubernetes-list-map-keys: [name]
+                items:
+                  type: object
+                  required: [name]
+                  properties:
+                    name: {type: string}
+                    count:
+                      type: integer
+                      x-kubernetes-validations:
+                      - rule: self >= oldSelf
+                        message: count must not decrease
+"#;
+
+/// A server serving only the Widget CRD (and the built-in kinds).
+fn widget_server() -> (FakeApiServer, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("widgets.yaml"), WIDGET_CRD).expect("write CRD");
+    let api = FakeApiServer::start(Options {
+        crd_dir: Some(dir.path().to_path_buf()),
+        routes: false,
+        ..Options::default()
+    });
+    (api, dir)
+}
+
+fn widget(name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": { "name": name },
+        "spec": spec,
+    })
+}
+
+fn rejected(result: Result<Value, ApiError>) -> ApiError {
+    match result {
+        Ok(stored) => panic!("expected a 422, the server stored {stored}"),
+        Err(e) => {
+            assert_eq!((e.code, e.reason), (422, "Invalid"), "{e}");
+            e
+        }
+    }
+}
+
+#[test]
+fn object_list_map_and_scalar_rules_answer_422_with_kubernetes_paths_and_messages() {
+    let (api, _dir) = widget_server();
+    let ok = widget("w1", json!({"node": {"name": "w1"}, "addresses": ["10.0.0.1", "fd00::1"]}));
+    api.create(&ok).expect("a valid widget is stored");
+
+    let e = rejected(api.create(&widget("w2", json!({"node": {"name": "other"}}))));
+    assert_eq!(
+        e.cause_messages(),
+        [r#"<nil>: Invalid value: "object": spec.node.name should match metadata.name"#]
+    );
+    assert_eq!(
+        e.message,
+        r#"Widget.example.com "w2" is invalid: <nil>: Invalid value: "object": spec.node.name should match metadata.name"#
+    );
+
+    // No message: "failed rule: <rule>"; the root rule also fails (no such key).
+    let e = rejected(api.create(&widget("w3", json!({"node": {}}))));
+    assert_eq!(
+        e.cause_messages(),
+        [
+            r#"<nil>: Invalid value: "object": no such key: name evaluating rule: spec.node.name should match metadata.name"#,
+            r#"spec.node: Invalid value: "object": failed rule: has(self.name)"#,
+        ]
+    );
+
+    let e = rejected(api.create(&widget(
+        "w4",
+        json!({"node": {"name": "w4"}, "addresses": ["10.0.0.1", "10.0.0.2", "nope"]}),
+    )));
+    assert_eq!(
+        e.cause_messages(),
+        [r#"spec.addresses[2]: Invalid value: "string": value must be a valid IP address"#]
+    );
+    let e = rejected(api.create(&widget(
+        "w5",
+        json!({"node": {"name": "w5"}, "addresses": ["10.0.0.1", "10.0.0.2"]}),
+    )));
+    assert_eq!(
+        e.cause_messages(),
+        [r#"spec.addresses: Invalid value: "array": at most one address per family"#]
+    );
+
+    let e = rejected(api.create(&widget(
+        "w6",
+        json!({"node": {"name": "w6"}, "labels": {"good": "yes", "bad": "Yes"}}),
+    )));
+    assert_eq!(
+        e.cause_messages(),
+        [r#"spec.labels[bad]: Invalid value: "string": must be lowercase"#]
+    );
+
+    let e = rejected(api.create(&widget("Bad_Name", json!({"node": {"name": "Bad_Name"}}))));
+    assert!(
+        e.cause_messages()
+            .contains(&r#"spec.node.name: Invalid value: "string": a lowercase RFC 1123 subdomain"#.to_string()),
+        "{e}"
+    );
+
+    // messageExpression, reason and fieldPath.
+    let e = rejected(api.create(&widget(
+        "w7",
+        json!({"node": {"name": "w7"}, "mode": "bad", "locked": "no"}),
+    )));
+    assert_eq!(
+        e.cause_messages(),
+        [
+            "spec.locked: Invalid value: \"object\": locked must be yes",
+            "spec.mode: Forbidden: mode bad is not allowed",
+        ]
+    );
+    assert_eq!(e.details["causes"][1]["reason"], "FieldValueForbidden");
+
+    // cel-go string extension split, default message.
+    let e = rejected(api.create(&widget(
+        "w8",
+        json!({"node": {"name": "w8"}, "headers": ["a:b", "c"]}),
+    )));
+    assert_eq!(
+        e.cause_messages(),
+        [r#"spec.headers: Invalid value: "array": failed rule: self.all(h, h.split(':').size() == 2)"#]
+    );
+}
+
+#[test]
+fn rules_run_on_update_patch_apply_and_status_writes_and_transition_rules_only_on_update() {
+    let (api, _dir) = widget_server();
+    let mut stored = api
+        .create(&widget("w", json!({"node": {"name": "w"}})))
+        .expect("create");
+
+    // Update (PUT), merge patch and server-side apply all run the rules.
+    stored["spec"]["node"]["name"] = json!("x");
+    rejected(api.update(&stored));
+    rejected(api.merge_patch("Widget", None, "w", &json!({"spec": {"mode": "bad"}})));
+    rejected(api.apply_as(
+        "tester",
+        &widget("w", json!({"node": {"name": "w"}, "labels": {"a": "B"}})),
+        Scope::Main,
+        true,
+    ));
+
+    // Transition rules: not run on create, run on every later write of the status.
+    let mut status = api.get("Widget", None, "w").expect("stored");
+    status["status"] = json!({"observedGeneration": 5, "items": [{"name": "a", "count": 3}]});
+    let status = api.update_status(&status).expect("first status: no oldSelf");
+    let mut lower = status.clone();
+    lower["status"]["observedGeneration"] = json!(4);
+    let e = rejected(api.update_status(&lower));
+    assert_eq!(
+        e.cause_messages(),
+        [r#"status.observedGeneration: Invalid value: "integer": observedGeneration must not decrease"#]
+    );
+    // Items of a map-type list correlate by key: a lower count on "a" is rejected, a new item
+    // "b" has no oldSelf.
+    let mut items = status.clone();
+    items["status"]["items"] = json!([{"name": "b", "count": 0}, {"name": "a", "count": 2}]);
+    let e = rejected(api.update_status(&items));
+    assert_eq!(
+        e.cause_messages(),
+        [r#"status.items[1].count: Invalid value: "integer": count must not decrease"#]
+    );
+    items["status"]["items"] = json!([{"name": "b", "count": 0}, {"name": "a", "count": 3}]);
+    api.update_status(&items).expect("new item b, unchanged a");
+    let mut higher = api.get("Widget", None, "w").expect("stored");
+    higher["status"]["observedGeneration"] = json!(6);
+    api.update_status(&higher).expect("observedGeneration may grow");
+}
+
+#[test]
+fn an_unchanged_invalid_value_is_ratcheted_but_a_changed_one_is_not() {
+    // An object stored before a rule existed (or by a more lenient server) keeps being
+    // writable as long as the failing value is unchanged (CRDValidationRatcheting).
+    let (api, _dir) = widget_server();
+    let stored = api
+        .create(&widget("w", json!({"node": {"name": "w"}, "labels": {"a": "x"}})))
+        .expect("create");
+    let mut with_status = stored.clone();
+    with_status["status"] = json!({"observedGeneration": 1});
+    api.update_status(&with_status).expect("status");
+    rejected(api.merge_patch("Widget", None, "w", &json!({"spec": {"labels": {"a": "X"}}})));
+}
+
+#[test]
+fn a_rule_the_server_cannot_evaluate_is_a_500_naming_it_and_fails_the_test() {
+    let (api, _dir) = widget_server();
+    let err = api
+        .create(&widget("w", json!({"node": {"name": "w"}, "weird": "x"})))
+        .expect_err("an unevaluable rule must not pass");
+    assert_eq!((err.code, err.reason), (500, "InternalError"), "{err}");
+    assert!(err.message.contains("self.noSuchFunction()"), "{err}");
+    assert!(err.message.contains("spec.weird"), "{err}");
+    assert!(err.message.contains("noSuchFunction"), "{err}");
+    // Dropping the server fails the test that used it.
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(api)));
+    let panic = dropped.expect_err("dropping the server must fail the test");
+    let text = panic
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(text.contains("self.noSuchFunction()"), "{text}");
+}
+
+#[tokio::test]
+async fn kube_rs_sees_the_422_status_with_causes() {
+    let (api, _dir) = widget_server();
+    let client = api.client().await;
+    let resource = kube::core::ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    };
+    let widgets: kube::Api<kube::core::DynamicObject> = kube::Api::all_with(client, &resource);
+    let object: kube::core::DynamicObject =
+        serde_json::from_value(widget("w", json!({"node": {"name": "v"}}))).expect("object");
+    match widgets.create(&Default::default(), &object).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 422);
+            assert_eq!(status.reason, "Invalid");
+            assert!(
+                status
+                    .message
+                    .ends_with(r#"<nil>: Invalid value: "object": spec.node.name should match metadata.name"#),
+                "{}",
+                status.message
+            );
+        }
+        other => panic!("expected a 422, got {other:?}"),
+    }
+}
+
+#[test]
+fn kubernetes_library_functions_follow_kubernetes() {
+    let rule = |text: &str| support::fake_apiserver::cel::Rule {
+        rule: text.to_string(),
+        message: None,
+        message_expression: None,
+        field_path: None,
+        reason: None,
+        optional_old_self: false,
+    };
+    let string = json!({"type": "string"});
+    let holds = |text: &str, value: &str| {
+        let causes = check_rule(&rule(text), &string, &json!(value), None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        causes.is_empty()
+    };
+    // Kubernetes' IP library: no zones, no IPv4-mapped IPv6, no leading zeros.
+    assert!(holds("isIP(self)", "192.168.0.1"));
+    assert!(holds("isIP(self)", "fd00::1"));
+    assert!(!holds("isIP(self)", "fe80::1%eth0"));
+    assert!(!holds("isIP(self)", "::ffff:1.2.3.4"));
+    assert!(!holds("isIP(self)", "010.0.0.1"));
+    assert!(holds("ip(self).family() == 6", "fd00::1"));
+    assert!(holds("isCIDR(self)", "10.0.0.0/8"));
+    assert!(holds("cidr(self).prefixLength() == 64", "fd00::/64"));
+    assert!(!holds("isCIDR(self)", "10.0.0.0/33"));
+    assert!(!holds("isCIDR(self)", "10.0.0.0"));
+    assert!(holds("isURL(self)", "https://example.com/x"));
+    assert!(!holds("isURL(self)", "example.com"));
+    // Formats.
+    assert!(holds("!format.dns1123Label().validate(self).hasValue()", "abc-1"));
+    assert!(!holds("!format.dns1123Label().validate(self).hasValue()", "a.b"));
+    assert!(holds("!format.dns1123Subdomain().validate(self).hasValue()", "a.b-c"));
+    assert!(!holds("!format.dns1035Label().validate(self).hasValue()", "1abc"));
+    // cel-go strings extension and CEL's size in code points.
+    assert!(holds("self.lowerAscii() == 'abc'", "AbC"));
+    assert!(holds("self.split('@').size() == 2 && self.split('@')[1] == 'b'", "a@b"));
+    assert!(holds("self.split('/', 2) == ['a', 'b/c']", "a/b/c"));
+    assert!(holds("self.indexOf('c') == 2", "abc"));
+    assert!(holds("self.replace('b', 'x') == 'axc'", "abc"));
+    assert!(holds("size(self) == 2", "éé"));
+    assert!(holds("self.matches('^[0-9A-Za-z_.:/=+-@ ]+$')", "a b"));
+    // A runtime error Kubernetes also raises is a 422 cause, not a crash.
+    let causes =
+        check_rule(&rule("ip(self).family() == 4"), &string, &json!("x"), None).expect("422");
+    assert_eq!(causes.len(), 1);
+    assert!(causes[0].message.contains("evaluating rule"), "{causes:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upstream tier: the real CRDs.
+
+/// A value for every property the schema declares (one item per list, one key per map), so
+/// that a rule's every field access and function call is exercised.
+fn sample(schema: &Value, depth: usize) -> Value {
+    if let Some(first) = schema.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
+        return first.clone();
+    }
+    if schema.get("x-kubernetes-int-or-string") == Some(&json!(true)) {
+        return json!(1);
+    }
+    match schema.get("type").and_then(Value::as_str) {
+        Some("string") => match schema.get("format").and_then(Value::as_str) {
+            Some("date-time") => json!("2024-01-01T00:00:00Z"),
+            Some("date") => json!("2024-01-01"),
+            Some("byte") => json!("YQ=="),
+            _ => json!("a"),
+        },
+        Some("integer") => json!(1),
+        Some("number") => json!(1.5),
+        Some("boolean") => json!(true),
+        Some("array") => match schema.get("items").filter(|_| depth < 12) {
+            Some(items) => json!([sample(items, depth + 1)]),
+            None => json!([]),
+        },
+        _ => {
+            let mut object = serde_json::Map::new();
+            if depth < 12 {
+                if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                    for (k, child) in props {
+                        object.insert(k.clone(), sample(child, depth + 1));
+                    }
+                }
+                if let Some(values) = schema.get("additionalProperties").filter(|v| v.is_object())
+                {
+                    object.insert("k".into(), sample(values, depth + 1));
+                }
+            }
+            Value::Object(object)
+        }
+    }
+}
+
+/// The schema node at a `rules_of` path (`.a.b[]`, `.m{}`).
+fn schema_at<'a>(root: &'a Value, path: &str) -> &'a Value {
+    let mut node = root;
+    let mut rest = path;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix("[]") {
+            node = &node["items"];
+            rest = r;
+        } else if let Some(r) = rest.strip_prefix("{}") {
+            node = &node["additionalProperties"];
+            rest = r;
+        } else if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[', '{']).unwrap_or(r.len());
+            node = &node["properties"][&r[..end]];
+            rest = &r[end..];
+        } else {
+            panic!("bad path {path}");
+        }
+    }
+    node
+}
+
+#[test]
+fn every_rule_of_every_real_crd_compiles_and_evaluates() {
+    let Some(crds) = real_crds() else { return };
+    let mut count = 0;
+    let mut failures = Vec::new();
+    for def in crds {
+        let Some(schema) = &def.schema else { continue };
+        for (path, rule) in rules_of(schema) {
+            count += 1;
+            let node = schema_at(schema, &path);
+            let value = sample(node, 0);
+            let outcome = compile(&rule.rule)
+                .map_err(|e| e.to_string())
+                // Transition rules get an old value so that they run too.
+                .and_then(|()| check_rule(&rule, node, &value, Some(&value)).map_err(|e| e.to_string()));
+            if let Err(e) = outcome {
+                failures.push(format!("{} {path}: {:?}: {e}", def.kind, rule.rule));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "rules the in-test API server cannot evaluate:\n{}",
+        failures.join("\n")
+    );
+    // The real CRDs carry about 160 rules; far fewer means the walk missed some.
+    assert!(count >= 150, "only {count} rules found in the real CRDs");
+}
