@@ -779,6 +779,8 @@ async fn crd_validation_and_pruning() {
     let strict = PostParams::default();
     let mut strict_obj: DynamicObject = serde_json::from_value(extra.clone()).expect("object");
     strict_obj.metadata.name = Some("node-d".into());
+    // The CRD's CEL rule: spec.node.name must match metadata.name.
+    strict_obj.data["spec"]["node"]["name"] = json!("node-d");
     let created = api
         .create(&strict, &strict_obj)
         .await

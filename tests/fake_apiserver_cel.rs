@@ -146,7 +146,10 @@ fn rejected(result: Result<Value, ApiError>) -> ApiError {
 #[test]
 fn object_list_map_and_scalar_rules_answer_422_with_kubernetes_paths_and_messages() {
     let (api, _dir) = widget_server();
-    let ok = widget("w1", json!({"node": {"name": "w1"}, "addresses": ["10.0.0.1", "fd00::1"]}));
+    let ok = widget(
+        "w1",
+        json!({"node": {"name": "w1"}, "addresses": ["10.0.0.1", "fd00::1"]}),
+    );
     api.create(&ok).expect("a valid widget is stored");
 
     let e = rejected(api.create(&widget("w2", json!({"node": {"name": "other"}}))));
@@ -197,8 +200,10 @@ fn object_list_map_and_scalar_rules_answer_422_with_kubernetes_paths_and_message
 
     let e = rejected(api.create(&widget("Bad_Name", json!({"node": {"name": "Bad_Name"}}))));
     assert!(
-        e.cause_messages()
-            .contains(&r#"spec.node.name: Invalid value: "string": a lowercase RFC 1123 subdomain"#.to_string()),
+        e.cause_messages().contains(
+            &r#"spec.node.name: Invalid value: "string": a lowercase RFC 1123 subdomain"#
+                .to_string()
+        ),
         "{e}"
     );
 
@@ -223,7 +228,9 @@ fn object_list_map_and_scalar_rules_answer_422_with_kubernetes_paths_and_message
     )));
     assert_eq!(
         e.cause_messages(),
-        [r#"spec.headers: Invalid value: "array": failed rule: self.all(h, h.split(':').size() == 2)"#]
+        [
+            r#"spec.headers: Invalid value: "array": failed rule: self.all(h, h.split(':').size() == 2)"#
+        ]
     );
 }
 
@@ -248,13 +255,17 @@ fn rules_run_on_update_patch_apply_and_status_writes_and_transition_rules_only_o
     // Transition rules: not run on create, run on every later write of the status.
     let mut status = api.get("Widget", None, "w").expect("stored");
     status["status"] = json!({"observedGeneration": 5, "items": [{"name": "a", "count": 3}]});
-    let status = api.update_status(&status).expect("first status: no oldSelf");
+    let status = api
+        .update_status(&status)
+        .expect("first status: no oldSelf");
     let mut lower = status.clone();
     lower["status"]["observedGeneration"] = json!(4);
     let e = rejected(api.update_status(&lower));
     assert_eq!(
         e.cause_messages(),
-        [r#"status.observedGeneration: Invalid value: "integer": observedGeneration must not decrease"#]
+        [
+            r#"status.observedGeneration: Invalid value: "integer": observedGeneration must not decrease"#
+        ]
     );
     // Items of a map-type list correlate by key: a lower count on "a" is rejected, a new item
     // "b" has no oldSelf.
@@ -269,7 +280,8 @@ fn rules_run_on_update_patch_apply_and_status_writes_and_transition_rules_only_o
     api.update_status(&items).expect("new item b, unchanged a");
     let mut higher = api.get("Widget", None, "w").expect("stored");
     higher["status"]["observedGeneration"] = json!(6);
-    api.update_status(&higher).expect("observedGeneration may grow");
+    api.update_status(&higher)
+        .expect("observedGeneration may grow");
 }
 
 #[test]
@@ -278,12 +290,20 @@ fn an_unchanged_invalid_value_is_ratcheted_but_a_changed_one_is_not() {
     // writable as long as the failing value is unchanged (CRDValidationRatcheting).
     let (api, _dir) = widget_server();
     let stored = api
-        .create(&widget("w", json!({"node": {"name": "w"}, "labels": {"a": "x"}})))
+        .create(&widget(
+            "w",
+            json!({"node": {"name": "w"}, "labels": {"a": "x"}}),
+        ))
         .expect("create");
     let mut with_status = stored.clone();
     with_status["status"] = json!({"observedGeneration": 1});
     api.update_status(&with_status).expect("status");
-    rejected(api.merge_patch("Widget", None, "w", &json!({"spec": {"labels": {"a": "X"}}})));
+    rejected(api.merge_patch(
+        "Widget",
+        None,
+        "w",
+        &json!({"spec": {"labels": {"a": "X"}}}),
+    ));
 }
 
 #[test]
@@ -299,10 +319,7 @@ fn a_rule_the_server_cannot_evaluate_is_a_500_naming_it_and_fails_the_test() {
     // Dropping the server fails the test that used it.
     let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(api)));
     let panic = dropped.expect_err("dropping the server must fail the test");
-    let text = panic
-        .downcast_ref::<String>()
-        .cloned()
-        .unwrap_or_default();
+    let text = panic.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(text.contains("self.noSuchFunction()"), "{text}");
 }
 
@@ -325,9 +342,9 @@ async fn kube_rs_sees_the_422_status_with_causes() {
             assert_eq!(status.code, 422);
             assert_eq!(status.reason, "Invalid");
             assert!(
-                status
-                    .message
-                    .ends_with(r#"<nil>: Invalid value: "object": spec.node.name should match metadata.name"#),
+                status.message.ends_with(
+                    r#"<nil>: Invalid value: "object": spec.node.name should match metadata.name"#
+                ),
                 "{}",
                 status.message
             );
@@ -348,8 +365,8 @@ fn kubernetes_library_functions_follow_kubernetes() {
     };
     let string = json!({"type": "string"});
     let holds = |text: &str, value: &str| {
-        let causes = check_rule(&rule(text), &string, &json!(value), None)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let causes =
+            check_rule(&rule(text), &string, &json!(value), None).unwrap_or_else(|e| panic!("{e}"));
         causes.is_empty()
     };
     // Kubernetes' IP library: no zones, no IPv4-mapped IPv6, no leading zeros.
@@ -366,13 +383,28 @@ fn kubernetes_library_functions_follow_kubernetes() {
     assert!(holds("isURL(self)", "https://example.com/x"));
     assert!(!holds("isURL(self)", "example.com"));
     // Formats.
-    assert!(holds("!format.dns1123Label().validate(self).hasValue()", "abc-1"));
-    assert!(!holds("!format.dns1123Label().validate(self).hasValue()", "a.b"));
-    assert!(holds("!format.dns1123Subdomain().validate(self).hasValue()", "a.b-c"));
-    assert!(!holds("!format.dns1035Label().validate(self).hasValue()", "1abc"));
+    assert!(holds(
+        "!format.dns1123Label().validate(self).hasValue()",
+        "abc-1"
+    ));
+    assert!(!holds(
+        "!format.dns1123Label().validate(self).hasValue()",
+        "a.b"
+    ));
+    assert!(holds(
+        "!format.dns1123Subdomain().validate(self).hasValue()",
+        "a.b-c"
+    ));
+    assert!(!holds(
+        "!format.dns1035Label().validate(self).hasValue()",
+        "1abc"
+    ));
     // cel-go strings extension and CEL's size in code points.
     assert!(holds("self.lowerAscii() == 'abc'", "AbC"));
-    assert!(holds("self.split('@').size() == 2 && self.split('@')[1] == 'b'", "a@b"));
+    assert!(holds(
+        "self.split('@').size() == 2 && self.split('@')[1] == 'b'",
+        "a@b"
+    ));
     assert!(holds("self.split('/', 2) == ['a', 'b/c']", "a/b/c"));
     assert!(holds("self.indexOf('c') == 2", "abc"));
     assert!(holds("self.replace('b', 'x') == 'axc'", "abc"));
@@ -391,7 +423,11 @@ fn kubernetes_library_functions_follow_kubernetes() {
 /// A value for every property the schema declares (one item per list, one key per map), so
 /// that a rule's every field access and function call is exercised.
 fn sample(schema: &Value, depth: usize) -> Value {
-    if let Some(first) = schema.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
+    if let Some(first) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
         return first.clone();
     }
     if schema.get("x-kubernetes-int-or-string") == Some(&json!(true)) {
@@ -419,8 +455,7 @@ fn sample(schema: &Value, depth: usize) -> Value {
                         object.insert(k.clone(), sample(child, depth + 1));
                     }
                 }
-                if let Some(values) = schema.get("additionalProperties").filter(|v| v.is_object())
-                {
+                if let Some(values) = schema.get("additionalProperties").filter(|v| v.is_object()) {
                     object.insert("k".into(), sample(values, depth + 1));
                 }
             }
@@ -465,7 +500,9 @@ fn every_rule_of_every_real_crd_compiles_and_evaluates() {
             let outcome = compile(&rule.rule)
                 .map_err(|e| e.to_string())
                 // Transition rules get an old value so that they run too.
-                .and_then(|()| check_rule(&rule, node, &value, Some(&value)).map_err(|e| e.to_string()));
+                .and_then(|()| {
+                    check_rule(&rule, node, &value, Some(&value)).map_err(|e| e.to_string())
+                });
             if let Err(e) = outcome {
                 failures.push(format!("{} {path}: {:?}: {e}", def.kind, rule.rule));
             }

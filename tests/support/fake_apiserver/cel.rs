@@ -156,8 +156,8 @@ pub fn compile(rule: &str) -> Result<(), String> {
 }
 
 fn compiled(rule: &str) -> Result<Arc<Compiled>, String> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Result<Arc<Compiled>, String>>>> =
-        OnceLock::new();
+    type Cache = Mutex<HashMap<String, Result<Arc<Compiled>, String>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     if let Some(hit) = cache.lock().ok().and_then(|c| c.get(rule).cloned()) {
         return hit;
@@ -285,13 +285,21 @@ fn library() -> Context<'static> {
     ctx.add_function("isIP", |This(s): This<Arc<String>>| parse_ip(&s).is_ok());
     ctx.add_function("ip", ip);
     ctx.add_function("family", family);
-    ctx.add_function("isCIDR", |This(s): This<Arc<String>>| parse_cidr(&s).is_ok());
+    ctx.add_function("isCIDR", |This(s): This<Arc<String>>| {
+        parse_cidr(&s).is_ok()
+    });
     ctx.add_function("cidr", cidr);
     ctx.add_function("prefixLength", prefix_length);
     ctx.add_function("isURL", |This(s): This<Arc<String>>| is_url(&s));
-    ctx.add_function("dns1123Subdomain", |This(f): This<Cel>| format_of(f, "dns1123Subdomain"));
-    ctx.add_function("dns1123Label", |This(f): This<Cel>| format_of(f, "dns1123Label"));
-    ctx.add_function("dns1035Label", |This(f): This<Cel>| format_of(f, "dns1035Label"));
+    ctx.add_function("dns1123Subdomain", |This(f): This<Cel>| {
+        format_of(f, "dns1123Subdomain")
+    });
+    ctx.add_function("dns1123Label", |This(f): This<Cel>| {
+        format_of(f, "dns1123Label")
+    });
+    ctx.add_function("dns1035Label", |This(f): This<Cel>| {
+        format_of(f, "dns1035Label")
+    });
     ctx.add_function("validate", validate_format);
     ctx.add_function("hasValue", |This(v): This<Cel>| v != Cel::Null);
     ctx.add_function("value", optional_value);
@@ -348,7 +356,9 @@ fn matches(
 ) -> Result<bool, ExecutionError> {
     static CACHE: OnceLock<Mutex<HashMap<String, regex::Regex>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    let mut cache = cache.lock().map_err(|_| ftx.error("regex cache poisoned"))?;
+    let mut cache = cache
+        .lock()
+        .map_err(|_| ftx.error("regex cache poisoned"))?;
     if !cache.contains_key(pattern.as_str()) {
         let re = regex::Regex::new(&pattern)
             .map_err(|e| ftx.error(format!("invalid regex {pattern:?}: {e}")))?;
@@ -385,9 +395,9 @@ fn parse_ip(text: &str) -> Result<std::net::IpAddr, String> {
 
 /// Kubernetes `library.CIDR`'s parser: `netip.ParsePrefix` with the same restrictions.
 fn parse_cidr(text: &str) -> Result<(std::net::IpAddr, u8), String> {
-    let (addr, bits) = text
-        .split_once('/')
-        .ok_or_else(|| format!("network address parse error during conversion from string: {text}"))?;
+    let (addr, bits) = text.split_once('/').ok_or_else(|| {
+        format!("network address parse error during conversion from string: {text}")
+    })?;
     let addr = parse_ip(addr)?;
     let max = if addr.is_ipv4() { 32 } else { 128 };
     let valid_digits = !bits.is_empty()
@@ -395,7 +405,9 @@ fn parse_cidr(text: &str) -> Result<(std::net::IpAddr, u8), String> {
         && (bits == "0" || !bits.starts_with('0'));
     match bits.parse::<u8>() {
         Ok(n) if valid_digits && n <= max => Ok((addr, n)),
-        _ => Err(format!("network address parse error during conversion from string: {text}")),
+        _ => Err(format!(
+            "network address parse error during conversion from string: {text}"
+        )),
     }
 }
 
@@ -535,11 +547,7 @@ fn or_value(This(this): This<Cel>, other: Cel) -> Outcome {
 }
 
 /// cel-go strings extension `split(sep)` / `split(sep, n)` (Go's `strings.SplitN`).
-fn split(
-    ftx: &FunctionContext,
-    This(this): This<Arc<String>>,
-    separator: Arc<String>,
-) -> Outcome {
+fn split(ftx: &FunctionContext, This(this): This<Arc<String>>, separator: Arc<String>) -> Outcome {
     let limit = match ftx.args.len() {
         1 => -1,
         2 => match argument(ftx, 1)? {
@@ -553,7 +561,9 @@ fn split(
         n if n < 0 => go_split(&this, &separator, usize::MAX),
         n => go_split(&this, &separator, n as usize),
     };
-    Ok(Cel::List(Arc::new(parts.into_iter().map(Cel::from).collect())))
+    Ok(Cel::List(Arc::new(
+        parts.into_iter().map(Cel::from).collect(),
+    )))
 }
 
 fn go_split(s: &str, sep: &str, limit: usize) -> Vec<String> {
@@ -677,7 +687,9 @@ pub fn to_cel(value: &Value, schema: Option<&Value>) -> Cel {
             _ => Cel::from(s.as_str()),
         },
         Value::Array(items) => {
-            let item_schema = schema.and_then(|s| s.get("items")).filter(|s| s.is_object());
+            let item_schema = schema
+                .and_then(|s| s.get("items"))
+                .filter(|s| s.is_object());
             Cel::List(Arc::new(
                 items.iter().map(|i| to_cel(i, item_schema)).collect(),
             ))
@@ -703,7 +715,11 @@ pub fn to_cel(value: &Value, schema: Option<&Value>) -> Cel {
 
 /// Evaluates every rule of `schema` (a CRD's `openAPIV3Schema`) on `new`, with `old` on
 /// updates. Returns the violations as 422 causes.
-pub fn validate(schema: &Value, old: Option<&Value>, new: &Value) -> Result<Vec<Cause>, Unsupported> {
+pub fn validate(
+    schema: &Value,
+    old: Option<&Value>,
+    new: &Value,
+) -> Result<Vec<Cause>, Unsupported> {
     let mut walk = Walk::default();
     walk.node(schema, "", new, old, Ratchet::root(old, new))?;
     Ok(walk.causes)
@@ -867,14 +883,16 @@ impl Walk {
             let mut scope = root().new_inner_scope();
             scope.add_variable_from_value("self", this.clone());
             scope.add_variable_from_value("oldSelf", previous.clone().unwrap_or(Cel::Null));
-            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                compiled.program.execute(&scope)
-            }))
-            .map_err(|_| unsupported(&rule, "the evaluator panicked".to_string()))?;
+            let outcome =
+                std::panic::catch_unwind(AssertUnwindSafe(|| compiled.program.execute(&scope)))
+                    .map_err(|_| unsupported(&rule, "the evaluator panicked".to_string()))?;
             let passed = match outcome {
                 Ok(Cel::Bool(b)) => b,
                 Ok(other) => {
-                    return Err(unsupported(&rule, format!("evaluated to {other:?}, not a bool")))
+                    return Err(unsupported(
+                        &rule,
+                        format!("evaluated to {other:?}, not a bool"),
+                    ))
                 }
                 Err(e) => match runtime_error_text(&e) {
                     Some(text) => {

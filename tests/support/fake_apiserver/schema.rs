@@ -39,8 +39,8 @@ const OBJECT_META_FIELDS: &[&str] = &[
 ];
 
 /// Checks an object against the real CRD of `kind` (upstream tier) the way the API server would
-/// on a write with `fieldValidation=Strict`: unknown fields (which the server would silently
-/// drop) are errors too. Returns every problem as `field: message`; `None` when the real CRDs
+/// on a create with `fieldValidation=Strict`: unknown fields (which the server would silently
+/// drop) are errors too, and so are broken CEL rules. Returns every problem as `field: message`; `None` when the real CRDs
 /// are not available (recorded as not run).
 pub fn validate_against_real_crd(kind: &str, object: &Value) -> Option<Result<(), Vec<String>>> {
     Some(validate_against(real_crds()?, kind, object))
@@ -71,6 +71,13 @@ pub fn validate_against(
     );
     if let Err(causes) = validate_object(def, &pruned) {
         problems.extend(causes.iter().map(super::status::cause_text));
+    }
+    if let (true, Some(schema)) = (problems.is_empty(), &def.schema) {
+        // The CEL rules, as on a create (transition rules need an old object).
+        match super::cel::validate(schema, None, &pruned) {
+            Ok(causes) => problems.extend(causes.iter().map(super::status::cause_text)),
+            Err(unsupported) => problems.push(unsupported.to_string()),
+        }
     }
     if problems.is_empty() {
         Ok(())
