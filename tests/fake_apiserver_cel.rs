@@ -11,7 +11,7 @@
 mod support;
 
 use serde_json::{json, Value};
-use support::fake_apiserver::cel::{check_rule, compile, rules_of};
+use support::fake_apiserver::cel::{check_rule, compile, rules_of, validate};
 use support::fake_apiserver::{real_crds, ApiError, FakeApiServer, Options, Scope};
 
 const WIDGET_CRD: &str = r#"
@@ -286,24 +286,29 @@ fn rules_run_on_update_patch_apply_and_status_writes_and_transition_rules_only_o
 
 #[test]
 fn an_unchanged_invalid_value_is_ratcheted_but_a_changed_one_is_not() {
-    // An object stored before a rule existed (or by a more lenient server) keeps being
-    // writable as long as the failing value is unchanged (CRDValidationRatcheting).
-    let (api, _dir) = widget_server();
-    let stored = api
-        .create(&widget(
-            "w",
-            json!({"node": {"name": "w"}, "labels": {"a": "x"}}),
-        ))
-        .expect("create");
-    let mut with_status = stored.clone();
-    with_status["status"] = json!({"observedGeneration": 1});
-    api.update_status(&with_status).expect("status");
-    rejected(api.merge_patch(
-        "Widget",
-        None,
+    // An object stored before a rule existed (or by a more lenient server) stays writable as
+    // long as the failing value is unchanged (CRDValidationRatcheting, on since Kubernetes 1.30).
+    let crd: Value = serde_yaml::from_str(WIDGET_CRD).expect("CRD");
+    let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    let old = widget(
         "w",
-        &json!({"spec": {"labels": {"a": "X"}}}),
-    ));
+        json!({"node": {"name": "w"}, "labels": {"a": "X", "b": "y"}}),
+    );
+    let fields = |causes: Vec<support::fake_apiserver::Cause>| -> Vec<String> {
+        causes.into_iter().map(|c| c.field).collect()
+    };
+    let on_create = validate(schema, None, &old).expect("evaluable");
+    assert_eq!(fields(on_create), ["spec.labels[a]"]);
+    let mut new = old.clone();
+    new["spec"]["mode"] = json!("fine");
+    assert!(validate(schema, Some(&old), &new)
+        .expect("evaluable")
+        .is_empty());
+    new["spec"]["labels"]["b"] = json!("Y");
+    assert_eq!(
+        fields(validate(schema, Some(&old), &new).expect("evaluable")),
+        ["spec.labels[b]"]
+    );
 }
 
 #[test]
@@ -515,4 +520,308 @@ fn every_rule_of_every_real_crd_compiles_and_evaluates() {
     );
     // The real CRDs carry about 160 rules; far fewer means the walk missed some.
     assert!(count >= 150, "only {count} rules found in the real CRDs");
+}
+
+/// A server serving the real CRDs, or `None` (recorded as not run) without them.
+fn real_server() -> Option<FakeApiServer> {
+    let crds = support::upstream::crds()?;
+    Some(FakeApiServer::start(Options {
+        crd_dir: Some(crds),
+        ..Options::default()
+    }))
+}
+
+const MCO: &str = "machineconfiguration.openshift.io/v1";
+const SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character.";
+
+fn mcn(name: &str, node: &str, pool: &str) -> Value {
+    json!({
+        "apiVersion": MCO,
+        "kind": "MachineConfigNode",
+        "metadata": { "name": name },
+        "spec": {
+            "node": { "name": node },
+            "pool": { "name": pool },
+            "configVersion": { "desired": "rendered-worker-0123" },
+        },
+    })
+}
+
+/// Asserts a 422 whose causes are exactly `expected` (`field: message`), in any order (the
+/// real server walks an object's fields in Go map order).
+fn assert_causes(result: Result<Value, ApiError>, expected: &[&str]) {
+    let e = rejected(result);
+    let mut got = e.cause_messages();
+    got.sort();
+    let mut expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
+    expected.sort();
+    assert_eq!(got, expected, "{e}");
+}
+
+/// Writes `status` through `/status` of the stored MCN `name`.
+fn put_status(api: &FakeApiServer, name: &str, status: Value) -> Result<Value, ApiError> {
+    let mut object = api
+        .get("MachineConfigNode", None, name)
+        .expect("stored MCN");
+    object["status"] = status;
+    api.update_status(&object)
+}
+
+#[test]
+fn mcn_spec_rules_name_match_and_rfc1123_names() {
+    let Some(api) = real_server() else { return };
+    api.create(&mcn("node-1", "node-1", "worker"))
+        .expect("valid MCN");
+    // Family: spec.node.name matches metadata.name (rule on the resource root).
+    assert_causes(
+        api.create(&mcn("node-2", "node-3", "worker")),
+        &[r#"<nil>: Invalid value: "object": spec.node.name should match metadata.name"#],
+    );
+    // Family: RFC 1123 subdomain names (format library), on spec.
+    let expected = format!(r#"spec.pool.name: Invalid value: "string": {SUBDOMAIN}"#);
+    assert_causes(
+        api.create(&mcn("node-4", "node-4", "Worker_Pool")),
+        &[expected.as_str()],
+    );
+    let mut bad_version = mcn("node-5", "node-5", "worker");
+    bad_version["spec"]["configVersion"]["desired"] = json!("-rendered");
+    let expected = format!(r#"spec.configVersion.desired: Invalid value: "string": {SUBDOMAIN}"#);
+    assert_causes(api.create(&bad_version), &[expected.as_str()]);
+    // Server-side apply runs the rules too.
+    assert_causes(
+        api.apply_as(
+            "tester",
+            &mcn("node-6", "node-7", "worker"),
+            Scope::Main,
+            false,
+        ),
+        &[r#"<nil>: Invalid value: "object": spec.node.name should match metadata.name"#],
+    );
+}
+
+#[test]
+fn mcn_status_rules_on_status_writes() {
+    let Some(api) = real_server() else { return };
+    api.create(&mcn("node-1", "node-1", "worker"))
+        .expect("valid MCN");
+    put_status(
+        &api,
+        "node-1",
+        json!({
+            "observedGeneration": 1,
+            "configVersion": { "desired": "rendered-worker-0123", "current": "rendered-worker-0123" },
+            "internalReleaseImage": { "releases": [{
+                "name": "ocp-release-bundle-4.21.0-x86_64",
+                "image": format!("quay.io/openshift/release@sha256:{}", "a".repeat(64)),
+            }]},
+            "irreconcilableChanges": [{ "fieldPath": "spec.config.storage.disks[0]", "diff": "x" }],
+            "pinnedImageSets": [{ "name": "set-a", "desiredGeneration": 2, "currentGeneration": 1 }],
+        }),
+    )
+    .expect("a valid status");
+
+    // Family: RFC 1123 names in status.
+    let expected = format!(r#"status.configVersion.current: Invalid value: "string": {SUBDOMAIN}"#);
+    assert_causes(
+        put_status(
+            &api,
+            "node-1",
+            json!({ "observedGeneration": 1, "configVersion": { "desired": "rendered-worker-0123", "current": "Rendered" } }),
+        ),
+        &[expected.as_str()],
+    );
+    // Family: release image references (digest suffix and image name) and bundle names.
+    assert_causes(
+        put_status(
+            &api,
+            "node-1",
+            json!({ "observedGeneration": 1, "internalReleaseImage": { "releases": [{
+                "name": "release-4.21",
+                "image": "registry/release:latest",
+            }]}}),
+        ),
+        &[
+            r#"status.internalReleaseImage.releases[0].image: Invalid value: "string": the OCI Image reference must end with a valid '@sha256:<digest>' suffix, where '<digest>' is 64 characters long"#,
+            r#"status.internalReleaseImage.releases[0].image: Invalid value: "string": the OCI Image name should follow the host[:port][/namespace]/name format, resembling a valid URL without the scheme; host must be either 'localhost' or a dot-qualified domain name"#,
+            r#"status.internalReleaseImage.releases[0].name: Invalid value: "string": must be ocp-release-bundle-<version>-<arch|stream> and <= 64 chars"#,
+        ],
+    );
+    // Family: irreconcilable change field paths.
+    assert_causes(
+        put_status(
+            &api,
+            "node-1",
+            json!({ "observedGeneration": 1, "irreconcilableChanges": [{ "fieldPath": "metadata.x-y", "diff": "x" }] }),
+        ),
+        &[
+            "status.irreconcilableChanges[0].fieldPath: Invalid value: \"string\": The fieldPath must start with `spec.`",
+            "status.irreconcilableChanges[0].fieldPath: Invalid value: \"string\": The fieldPath must consist only of alphanumeric characters, brackets [] and dots ('.').",
+        ],
+    );
+    // Family: pinned image set generations, within one item.
+    assert_causes(
+        put_status(
+            &api,
+            "node-1",
+            json!({ "observedGeneration": 1, "pinnedImageSets": [
+                { "name": "set-b", "desiredGeneration": 1, "currentGeneration": 2 },
+                { "name": "set-c", "desiredGeneration": 1, "lastFailedGeneration": 2 },
+            ]}),
+        ),
+        &[
+            r#"status.pinnedImageSets[0]: Invalid value: "object": desired generation must be greater than or equal to the current generation"#,
+            r#"status.pinnedImageSets[1]: Invalid value: "object": desired generation must be greater than or equal to the last failed generation"#,
+            r#"status.pinnedImageSets[1]: Invalid value: "object": last failed generation error must be defined on image pull and pin failure"#,
+        ],
+    );
+}
+
+#[test]
+fn mcn_transition_rules_reject_on_update_only() {
+    let Some(api) = real_server() else { return };
+    api.create(&mcn("node-1", "node-1", "worker"))
+        .expect("valid MCN");
+    // A first status may start anywhere (no oldSelf).
+    let first = json!({
+        "observedGeneration": 5,
+        "pinnedImageSets": [{ "name": "set-a", "desiredGeneration": 3, "currentGeneration": 3 }],
+    });
+    put_status(&api, "node-1", first).expect("first status");
+    // Family: observedGeneration must not decrease.
+    assert_causes(
+        put_status(
+            &api,
+            "node-1",
+            json!({ "observedGeneration": 4, "pinnedImageSets": [{ "name": "set-a", "desiredGeneration": 3, "currentGeneration": 3 }] }),
+        ),
+        &[
+            r#"status.observedGeneration: Invalid value: "integer": observedGeneration must not decrease"#,
+        ],
+    );
+    // Family: pinned image set generations must not decrease (items correlate by name).
+    assert_causes(
+        put_status(
+            &api,
+            "node-1",
+            json!({ "observedGeneration": 5, "pinnedImageSets": [{ "name": "set-a", "desiredGeneration": 2, "currentGeneration": 2 }] }),
+        ),
+        &[
+            r#"status.pinnedImageSets[0].currentGeneration: Invalid value: "integer": currentGeneration must not decrease"#,
+            r#"status.pinnedImageSets[0].desiredGeneration: Invalid value: "integer": desiredGeneration must not decrease"#,
+        ],
+    );
+    // The same values on a new item (no old item to compare with) and growing values pass.
+    put_status(
+        &api,
+        "node-1",
+        json!({ "observedGeneration": 6, "pinnedImageSets": [
+            { "name": "set-a", "desiredGeneration": 4, "currentGeneration": 3 },
+            { "name": "set-b", "desiredGeneration": 1, "currentGeneration": 1 },
+        ]}),
+    )
+    .expect("growing generations and a new set");
+    // A merge patch of the status is an update too.
+    rejected(api.merge_patch(
+        "MachineConfigNode",
+        None,
+        "node-1",
+        &json!({ "status": { "observedGeneration": 1 } }),
+    ));
+}
+
+#[test]
+fn machine_os_build_config_and_pool_rules() {
+    let Some(api) = real_server() else { return };
+    let push_spec =
+        "image-registry.openshift-image-registry.svc:5000/openshift-mco/os-image:latest";
+    let mosb = json!({
+        "apiVersion": MCO,
+        "kind": "MachineOSBuild",
+        "metadata": { "name": "worker-build" },
+        "spec": {
+            "machineConfig": { "name": "rendered-worker-0123" },
+            "machineOSConfig": { "name": "worker" },
+            "renderedImagePushSpec": push_spec,
+        },
+    });
+    let stored = api.create(&mosb).expect("valid MachineOSBuild");
+    // Transition rule on spec: immutable once set (only an update can break it).
+    let mut changed = stored.clone();
+    changed["spec"]["machineOSConfig"]["name"] = json!("infra");
+    assert_causes(
+        api.update(&changed),
+        &[r#"spec: Invalid value: "object": machineOSBuildSpec is immutable once set"#],
+    );
+    // Timestamps: buildEnd after buildStart; builder job only with imageBuilderType Job.
+    let mut status = stored.clone();
+    status["status"] = json!({
+        "buildStart": "2025-01-02T00:00:00Z",
+        "buildEnd": "2025-01-01T00:00:00Z",
+        "builder": { "imageBuilderType": "Other", "job": { "group": "batch", "resource": "jobs", "namespace": "openshift-mco", "name": "build" } },
+    });
+    assert_causes(
+        api.update_status(&status),
+        &[
+            r#"status: Invalid value: "object": buildEnd must be after buildStart"#,
+            r#"status.builder: Invalid value: "object": job is required when imageBuilderType is Job, and forbidden otherwise"#,
+        ],
+    );
+    status["status"]["buildEnd"] = json!("2025-01-03T00:00:00Z");
+    status["status"]["builder"]["imageBuilderType"] = json!("Job");
+    api.update_status(&status).expect("valid build status");
+
+    // MachineOSConfig: its name must match the pool's, except on updates that keep the pool
+    // (optionalOldSelf).
+    let mosc = |name: &str, pool: &str| {
+        json!({
+            "apiVersion": MCO,
+            "kind": "MachineOSConfig",
+            "metadata": { "name": name },
+            "spec": {
+                "machineConfigPool": { "name": pool },
+                "imageBuilder": { "imageBuilderType": "Job" },
+                "renderedImagePushSecret": { "name": "push-secret" },
+                "renderedImagePushSpec": push_spec,
+            },
+        })
+    };
+    assert_causes(
+        api.create(&mosc("layered", "worker")),
+        &[
+            r#"<nil>: Invalid value: "object": MachineOSConfig name must match the referenced MachineConfigPool name; can only have one MachineOSConfig per MachineConfigPool"#,
+        ],
+    );
+    let stored = api
+        .create(&mosc("worker", "worker"))
+        .expect("valid MachineOSConfig");
+    let mut bad_spec = stored.clone();
+    bad_spec["spec"]["renderedImagePushSpec"] = json!("not an image");
+    assert_causes(
+        api.update(&bad_spec),
+        &[
+            r#"spec.renderedImagePushSpec: Invalid value: "string": the OCI Image name should follow the host[:port][/namespace]/name format, resembling a valid URL without the scheme. Or it must be a valid .svc followed by a port, repository, image name, and tag."#,
+        ],
+    );
+
+    // MachineConfigPool: pool synchronizer counts.
+    let pool = json!({
+        "apiVersion": MCO,
+        "kind": "MachineConfigPool",
+        "metadata": { "name": "worker" },
+        "spec": {},
+    });
+    let mut stored = api.create(&pool).expect("valid pool");
+    stored["status"] = json!({ "poolSynchronizersStatus": [{
+        "poolSynchronizerType": "PinnedImageSets",
+        "machineCount": 1, "updatedMachineCount": 2, "availableMachineCount": 1,
+        "unavailableMachineCount": 0, "readyMachineCount": 1,
+    }]});
+    assert_causes(
+        api.update_status(&stored),
+        &[
+            r#"status.poolSynchronizersStatus[0]: Invalid value: "object": machineCount must be greater than or equal to updatedMachineCount"#,
+        ],
+    );
+    stored["status"]["poolSynchronizersStatus"][0]["updatedMachineCount"] = json!(1);
+    api.update_status(&stored).expect("valid pool status");
 }
