@@ -17,6 +17,9 @@
 //!   omitted fields, list-map merging by keys from the CRD schema.
 //! - `schema.rs`: CRD schema pruning and validation (422 Invalid), also as
 //!   [`validate_against_real_crd`].
+//! - `cel.rs`: the CRDs' `x-kubernetes-validations` (CEL) rules on every write, transition
+//!   rules with `oldSelf`, Kubernetes' library functions and error texts; a rule it cannot
+//!   evaluate is a 500 and fails the test when the server is dropped.
 //! - `watch.rs`: watches with history replay, 410 Expired after [`FakeApiServer::compact`],
 //!   bookmarks, streaming lists (`sendInitialEvents`), timeouts.
 //! - `http.rs`: routing, status codes, the request log.
@@ -42,7 +45,7 @@
 //! ```
 //!
 //! Known simplifications: no authentication/authorization, no namespaces resource (any
-//! namespace exists), no admission, no CEL (`x-kubernetes-validations`) rules, no defaulting,
+//! namespace exists), no admission, no CEL cost budgets (see `cel.rs`), no defaulting,
 //! lists are not snapshots (later pages show current objects), strategic merge patch on
 //! built-in kinds is treated as a JSON merge patch.
 #![allow(dead_code, unused_imports)]
