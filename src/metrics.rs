@@ -178,7 +178,16 @@ pub struct Metrics {
     last_sync: Family<KindLabel, Gauge<i64>>,
     api_reachable: Gauge<i64>,
     mcn_publish: Family<ResultLabel, Counter>,
+    mcn_records: Family<RecordLabels, Counter>,
+    mcn_records_merged: Gauge<i64>,
     build: Family<BuildLabels, Gauge<i64>>,
+}
+
+/// Labels of the served-record (bootstrap record) counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RecordLabels {
+    event: &'static str,
+    reason: &'static str,
 }
 
 impl Default for Metrics {
@@ -285,6 +294,18 @@ impl Metrics {
             "MachineConfigNode writes by result",
             mcn_publish.clone(),
         );
+        let mcn_records = Family::<RecordLabels, Counter>::default();
+        registry.register(
+            "mcn_bootstrap_records",
+            "Served records shared between replicas, by event: published (writes of this replica's records), publish_failed, matched and unmatched (by reason) bootstrap records written on MachineConfigNodes, expired and settled records forgotten",
+            mcn_records.clone(),
+        );
+        let mcn_records_merged = Gauge::<i64>::default();
+        registry.register(
+            "mcn_bootstrap_records_merged",
+            "Served records of every replica the MachineConfigNode publisher merged in its last pass",
+            mcn_records_merged.clone(),
+        );
         let build = Family::<BuildLabels, Gauge<i64>>::default();
         registry.register(
             "build_info",
@@ -308,6 +329,8 @@ impl Metrics {
             last_sync,
             api_reachable,
             mcn_publish,
+            mcn_records,
+            mcn_records_merged,
             build,
         }
     }
@@ -406,6 +429,21 @@ impl Metrics {
         self.mcn_publish
             .get_or_create(&ResultLabel { result })
             .inc();
+    }
+
+    /// `count` served-record events (`reason` empty unless `event` is `unmatched`).
+    pub fn mcn_records(&self, event: &'static str, reason: &'static str, count: u64) {
+        if count > 0 {
+            self.mcn_records
+                .get_or_create(&RecordLabels { event, reason })
+                .inc_by(count);
+        }
+    }
+
+    /// How many served records the publisher merged in its last pass.
+    pub fn set_mcn_records_merged(&self, count: usize) {
+        self.mcn_records_merged
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// Sets `mcs_build_info`. Called once at start-up; a second call replaces the first.

@@ -27,7 +27,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
@@ -37,7 +37,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::desired::InitialStatus;
+use super::desired::{annotations, InitialStatus};
+use super::exchange::SharedView;
+use super::matching::MergedRecords;
 use super::plan::{plan, Action, World};
 use super::served::ServedLog;
 use super::FIELD_MANAGER;
@@ -167,11 +169,37 @@ enum Hold {
     Conflict { seen: Option<String> },
 }
 
+/// Where the leader finds what every replica served.
+pub struct Records {
+    /// This replica's name (its records in `shared` are older than `served`).
+    pub replica: String,
+    /// Records older than this are not merged.
+    pub ttl: Duration,
+    /// This replica's own records.
+    pub served: ServedLog,
+    /// Every replica's published records (see [`super::exchange`]).
+    pub shared: watch::Receiver<Arc<SharedView>>,
+}
+
+impl Records {
+    /// Own memory merged with every other replica's published records, as of `now`.
+    pub fn merged(&self, now: SystemTime) -> MergedRecords {
+        let shared = self.shared.borrow().clone();
+        MergedRecords::merge(
+            &self.replica,
+            self.served.entries(),
+            &shared.records,
+            now,
+            self.ttl,
+        )
+    }
+}
+
 /// The reconcile loop of the leader.
 pub struct Reconciler {
     mcns: Api<MachineConfigNode>,
     nodes: Api<Node>,
-    served: ServedLog,
+    records: Records,
     metrics: Arc<Metrics>,
     settings: ReconcileSettings,
     config_image_declared: bool,
@@ -184,14 +212,14 @@ pub struct Reconciler {
 impl Reconciler {
     pub fn new(
         client: Client,
-        served: ServedLog,
+        records: Records,
         metrics: Arc<Metrics>,
         settings: ReconcileSettings,
     ) -> Self {
         Reconciler {
             mcns: Api::all(client.clone()),
             nodes: Api::all(client),
-            served,
+            records,
             metrics,
             settings,
             config_image_declared: true,
@@ -225,6 +253,12 @@ impl Reconciler {
             let wake = self.next_wake();
             tokio::select! {
                 _ = snapshots.changed() => {}
+                // Another replica published records (at most once per its flush interval).
+                _ = async {
+                    if self.records.shared.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                } => {}
                 _ = ready.changed() => {}
                 _ = leading.changed() => {}
                 _ = shutdown.changed() => {}
@@ -236,8 +270,9 @@ impl Reconciler {
     /// One pass: plan from `snapshot` and carry out every action that is not held back.
     pub async fn reconcile(&mut self, snapshot: &Snapshot, leading: &watch::Receiver<bool>) {
         let world = World::from_snapshot(snapshot);
-        let served = self.served.clone();
-        let plan = plan(&world, |ip| served.get(ip), self.config_image_declared);
+        let merged = self.records.merged(SystemTime::now());
+        self.metrics.set_mcn_records_merged(merged.len());
+        let plan = plan(&world, &merged, self.config_image_declared);
         self.warn_unpooled(&plan.unpooled);
 
         let cached_versions: HashMap<&str, Option<&str>> = world
@@ -285,6 +320,7 @@ impl Reconciler {
             match self.execute(action).await {
                 Ok((outcome, written)) => {
                     self.metrics.mcn_publish(outcome.as_str());
+                    self.bootstrap_written(action);
                     let expect = match outcome {
                         Outcome::Deleted => Expect::Gone,
                         Outcome::Skipped => Expect::Version(seen),
@@ -320,6 +356,39 @@ impl Reconciler {
                     );
                 }
             }
+        }
+    }
+
+    /// The one place a bootstrap record (or "source unknown") is known to be on a Node's MCN:
+    /// right after the write that carried it succeeded.
+    fn bootstrap_written(&self, action: &Action) {
+        let (mcn, new_record) = match action {
+            Action::Create { mcn, .. } => (mcn, true),
+            Action::Fill { mcn, filled } => (
+                mcn,
+                filled.iter().any(|f| f.starts_with("bootstrap record")),
+            ),
+            _ => return,
+        };
+        let Some(annotations) = mcn.metadata.annotations.as_ref().filter(|_| new_record) else {
+            return;
+        };
+        if let Some(reason) = annotations.get(annotations::BOOTSTRAP_SOURCE_UNKNOWN) {
+            let reason = match reason.as_str() {
+                "address-of-another-node" => "address-of-another-node",
+                "address-served-different-configs" => "address-served-different-configs",
+                _ => "other",
+            };
+            self.metrics.mcn_records("unmatched", reason, 1);
+            info!(mcn = %action.name(), reason, address = annotations.get(annotations::BOOTSTRAP_ADDRESS).map(String::as_str).unwrap_or_default(), "bootstrap record source unknown: records exist for the node's address but cannot be told to be its own");
+        } else if annotations.contains_key(annotations::BOOTSTRAP_SERVED_AT) {
+            self.metrics.mcn_records("matched", "", 1);
+            info!(
+                mcn = %action.name(),
+                served_by = annotations.get(annotations::BOOTSTRAP_SERVED_BY).map(String::as_str).unwrap_or_default(),
+                address = annotations.get(annotations::BOOTSTRAP_ADDRESS).map(String::as_str).unwrap_or_default(),
+                "bootstrap record written"
+            );
         }
     }
 

@@ -23,6 +23,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 
+use super::matching::UnknownReason;
 use super::served::ServedRecord;
 use crate::api::annotations as node_annotations;
 use crate::api::imagebuild::{Condition, NameRef};
@@ -57,6 +58,17 @@ pub mod annotations {
     /// Bootstrap record: when it was served (RFC 3339, UTC).
     pub const BOOTSTRAP_SERVED_AT: &str =
         "mcs.machineconfiguration.openshift.io/bootstrap-served-at";
+    /// Bootstrap record: the replica that served it (its `NODE_NAME`), when known.
+    pub const BOOTSTRAP_SERVED_BY: &str =
+        "mcs.machineconfiguration.openshift.io/bootstrap-served-by";
+    /// Bootstrap record: other replicas that served the same address earlier (comma-separated);
+    /// the newest answer is the record.
+    pub const BOOTSTRAP_ALSO_SERVED_BY: &str =
+        "mcs.machineconfiguration.openshift.io/bootstrap-also-served-by";
+    /// Instead of a record: records exist for the node's address but cannot be told to be its
+    /// own (a proxy or NAT hides the machines); the value says why (see `matching`).
+    pub const BOOTSTRAP_SOURCE_UNKNOWN: &str =
+        "mcs.machineconfiguration.openshift.io/bootstrap-source-unknown";
 }
 
 /// Condition types of the MCN design (default feature set), in the order the daemon writes them
@@ -95,6 +107,10 @@ pub struct PoolServing {
 pub struct Bootstrap {
     pub address: IpAddr,
     pub record: ServedRecord,
+    /// The replica that served it, when known.
+    pub served_by: Option<String>,
+    /// Other replicas that served the same address earlier (sorted).
+    pub also_served_by: Vec<String>,
 }
 
 /// Everything the MCN of one node is built from.
@@ -107,6 +123,8 @@ pub struct NodeInputs<'a> {
     pub serving: Option<&'a PoolServing>,
     /// What this server answered the node when it booted, if it remembers.
     pub bootstrap: Option<&'a Bootstrap>,
+    /// Records exist for the node's address but cannot be told to be its own.
+    pub source_unknown: Option<(IpAddr, UnknownReason)>,
     /// Whether the MCN CRD in use declares `spec.configImage`.
     pub config_image_declared: bool,
 }
@@ -166,6 +184,8 @@ pub fn build_mcn(inputs: &NodeInputs<'_>) -> MachineConfigNode {
     )]);
     if let Some(bootstrap) = inputs.bootstrap {
         annotations.extend(bootstrap_annotations(bootstrap));
+    } else if let Some((address, reason)) = inputs.source_unknown {
+        annotations.extend(source_unknown_annotations(address, reason));
     }
     let mut mcn = MachineConfigNode::new(
         &name,
@@ -227,7 +247,30 @@ pub fn bootstrap_annotations(bootstrap: &Bootstrap) -> BTreeMap<String, String> 
     if let Some(image) = record.image.as_ref().filter(|i| !i.is_empty()) {
         out.insert(annotations::BOOTSTRAP_IMAGE.to_owned(), image.clone());
     }
+    if let Some(replica) = bootstrap.served_by.as_ref().filter(|r| !r.is_empty()) {
+        out.insert(annotations::BOOTSTRAP_SERVED_BY.to_owned(), replica.clone());
+    }
+    if !bootstrap.also_served_by.is_empty() {
+        out.insert(
+            annotations::BOOTSTRAP_ALSO_SERVED_BY.to_owned(),
+            bootstrap.also_served_by.join(","),
+        );
+    }
     out
+}
+
+/// The annotations saying that records exist for `address` but their source is unknown.
+pub fn source_unknown_annotations(
+    address: IpAddr,
+    reason: UnknownReason,
+) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (annotations::BOOTSTRAP_ADDRESS.to_owned(), address.to_string()),
+        (
+            annotations::BOOTSTRAP_SOURCE_UNKNOWN.to_owned(),
+            reason.as_str().to_owned(),
+        ),
+    ])
 }
 
 /// The status of an MCN whose node has not started an update, as the daemon initialises it.
@@ -322,12 +365,12 @@ pub fn is_ours(mcn: &MachineConfigNode) -> bool {
         .is_some_and(|v| v == annotations::CREATED_BY_VALUE)
 }
 
-/// True when the MCN already has a bootstrap record.
+/// True when the MCN already has a bootstrap record (or says that its source is unknown).
 pub fn has_bootstrap_record(mcn: &MachineConfigNode) -> bool {
-    mcn.metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(annotations::BOOTSTRAP_SERVED_AT))
+    mcn.metadata.annotations.as_ref().is_some_and(|a| {
+        a.contains_key(annotations::BOOTSTRAP_SERVED_AT)
+            || a.contains_key(annotations::BOOTSTRAP_SOURCE_UNKNOWN)
+    })
 }
 
 /// The node's `InternalIP` addresses that parse.

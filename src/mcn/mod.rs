@@ -4,6 +4,9 @@
 //!
 //! # Shape
 //! - [`served`]: the bounded record remote IP -> last answer, written by the `/config` handler.
+//! - [`exchange`]: every replica publishes its records to one shared ConfigMap (batched,
+//!   bounded) and reads the others' back, so the leader sees what any replica served.
+//! - [`matching`]: which record belongs to which Node (pure; the rules for shared addresses).
 //! - [`desired`]: the MCN, initial status and bootstrap annotations for one Node (pure).
 //! - [`plan`]: which MCNs to create, fill, initialise or delete (pure).
 //! - [`lease`]: Lease leader election; exactly one replica publishes at a time.
@@ -21,17 +24,19 @@
 //! else are left exactly as they are. The initial status is written only while an MCN has none.
 //! MCNs whose Node is gone are deleted. See [`plan`] and [`controller`] for the rules.
 //!
-//! # Known limit
-//! The served-request record lives in each replica's memory; the leader sees only the requests
-//! its own replica answered. With several replicas behind the load balancer, an MCN gets a
-//! bootstrap record only when the leader's replica served that node (the MCN itself is always
-//! created). A load balancer that rewrites source addresses defeats the match entirely.
+//! # Several replicas
+//! Every replica (leader or not) publishes what it served through [`exchange`]; the leader
+//! merges every replica's records with its own memory and matches them to Nodes
+//! ([`matching`]). A load balancer that rewrites source addresses defeats the match: such
+//! records never name a node (see [`matching`] for when the MCN says "source unknown").
 //!
 //! Must not touch: the request path (it never blocks serving), the snapshot or its sources.
 
 pub mod controller;
 pub mod desired;
+pub mod exchange;
 pub mod lease;
+pub mod matching;
 pub mod plan;
 pub mod served;
 
@@ -45,6 +50,7 @@ use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
 
 pub use controller::ReconcileSettings;
+pub use exchange::ExchangeSettings;
 pub use lease::LeaseSettings;
 pub use served::{ServedLog, ServedRecord};
 
@@ -59,20 +65,30 @@ pub const ENV_RENEW_DEADLINE_MS: &str = "MCS_MCN_RENEW_DEADLINE_MS";
 pub const ENV_RETRY_PERIOD_MS: &str = "MCS_MCN_RETRY_PERIOD_MS";
 pub const ENV_RESYNC_MS: &str = "MCS_MCN_RESYNC_MS";
 pub const ENV_DELETE_GRACE_MS: &str = "MCS_MCN_DELETE_GRACE_MS";
+/// Shortest time between two writes of this replica's served records.
+pub const ENV_RECORDS_FLUSH_MS: &str = "MCS_MCN_RECORDS_FLUSH_MS";
+/// How long a served record is kept when its node never joins.
+pub const ENV_RECORDS_TTL_MS: &str = "MCS_MCN_RECORDS_TTL_MS";
+/// This replica's stable name for its served records (the DaemonSet passes `spec.nodeName`);
+/// without it the pod or host name is used.
+pub const ENV_NODE_NAME: &str = "NODE_NAME";
 
 /// Everything the publisher needs to know before it starts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PublisherSettings {
     pub lease: LeaseSettings,
     pub reconcile: ReconcileSettings,
+    pub records: ExchangeSettings,
 }
 
 impl PublisherSettings {
-    /// Defaults for a replica named `identity` (host or pod name plus process id).
-    pub fn new(identity: impl Into<String>) -> Self {
+    /// Defaults for a replica named `identity` (host or pod name plus process id) whose served
+    /// records are published under `replica` (its node's name, stable across restarts).
+    pub fn new(identity: impl Into<String>, replica: &str) -> Self {
         PublisherSettings {
             lease: LeaseSettings::new(identity),
             reconcile: ReconcileSettings::default(),
+            records: ExchangeSettings::new(replica),
         }
     }
 
@@ -110,6 +126,12 @@ impl PublisherSettings {
         }
         if let Some(d) = millis(ENV_DELETE_GRACE_MS)? {
             self.reconcile.delete_grace = d;
+        }
+        if let Some(d) = millis(ENV_RECORDS_FLUSH_MS)? {
+            self.records.flush_interval = d;
+        }
+        if let Some(d) = millis(ENV_RECORDS_TTL_MS)? {
+            self.records.ttl = d;
         }
         if self.lease.renew_deadline >= self.lease.lease_duration {
             return Err(format!(
@@ -158,7 +180,22 @@ pub fn start(
     let (leading_tx, leading) = watch::channel(false);
     let elector = lease::Elector::new(client.clone(), settings.lease);
     let election = tokio::spawn(lease::run(elector, leading_tx, shutdown.clone()));
-    let reconciler = controller::Reconciler::new(client, served, metrics, settings.reconcile);
+    let (replica, ttl) = (settings.records.replica.clone(), settings.records.ttl);
+    let (shared, mut tasks) = exchange::start(
+        client.clone(),
+        settings.records,
+        served.clone(),
+        inputs.snapshots.clone(),
+        metrics.clone(),
+        shutdown.clone(),
+    );
+    let records = controller::Records {
+        replica,
+        ttl,
+        served,
+        shared,
+    };
+    let reconciler = controller::Reconciler::new(client, records, metrics, settings.reconcile);
     let reconcile = tokio::spawn(controller::run(
         reconciler,
         inputs.snapshots,
@@ -166,16 +203,15 @@ pub fn start(
         leading.clone(),
         shutdown,
     ));
-    Publisher {
-        leading,
-        tasks: vec![election, reconcile],
-    }
+    tasks.extend([election, reconcile]);
+    Publisher { leading, tasks }
 }
 
 /// The one call `machine-config-server start` makes once its cluster source runs: starts the
 /// publisher on the source's snapshots and client, with this replica's identity (`host`: the
-/// pod or machine name) and the `MCS_MCN_*_MS` timing overrides found by `env` (start-up glue
-/// passes `|k| std::env::var(k).ok()`). An invalid override is an error naming the variable.
+/// pod or machine name), its records' name ([`ENV_NODE_NAME`] found by `env`, else `host`) and
+/// the `MCS_MCN_*_MS` timing overrides found by `env` (start-up glue passes
+/// `|k| std::env::var(k).ok()`). An invalid override is an error naming the variable.
 pub fn start_for_cluster(
     source: &crate::source::cluster::ClusterSource,
     served: ServedLog,
@@ -184,7 +220,9 @@ pub fn start_for_cluster(
     env: impl Fn(&str) -> Option<String>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<Publisher, String> {
-    let settings = PublisherSettings::new(identity(host)).with_overrides(env)?;
+    let node = env(ENV_NODE_NAME).filter(|name| !name.trim().is_empty());
+    let replica = node.as_deref().unwrap_or(host);
+    let settings = PublisherSettings::new(identity(host), replica).with_overrides(env)?;
     Ok(start(
         source.client.clone(),
         settings,
@@ -220,7 +258,7 @@ mod tests {
             (ENV_RETRY_PERIOD_MS, "200"),
             (ENV_RESYNC_MS, "500"),
         ]);
-        let settings = PublisherSettings::new("me")
+        let settings = PublisherSettings::new("me", "node-0")
             .with_overrides(|k| env.get(k).map(|v| v.to_string()))
             .unwrap();
         assert_eq!(settings.lease.lease_duration, Duration::from_secs(2));
@@ -232,11 +270,11 @@ mod tests {
 
     #[test]
     fn bad_overrides_name_the_variable() {
-        let err = PublisherSettings::new("me")
+        let err = PublisherSettings::new("me", "node-0")
             .with_overrides(|k| (k == ENV_RENEW_PERIOD_MS).then(|| "soon".to_string()))
             .unwrap_err();
         assert!(err.contains(ENV_RENEW_PERIOD_MS), "{err}");
-        let err = PublisherSettings::new("me")
+        let err = PublisherSettings::new("me", "node-0")
             .with_overrides(|k| (k == ENV_RENEW_DEADLINE_MS).then(|| "20000".to_string()))
             .unwrap_err();
         assert!(err.contains("shorter"), "{err}");

@@ -24,26 +24,20 @@
 //! Node is gone anyway; this is for ours when it lags or does not run.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::desired::{
-    self, annotations, build_mcn, desired_config, has_bootstrap_record, internal_ips, is_ours,
-    is_provisioning, node_name, Bootstrap, InitialStatus, NodeInputs, PoolServing, NOT_YET_SET,
+    self, annotations, build_mcn, desired_config, has_bootstrap_record, is_ours,
+    is_provisioning, node_name, InitialStatus, NodeInputs, PoolServing, NOT_YET_SET,
 };
-use super::served::ServedRecord;
+use super::matching::{match_node, nodes_by_address, BootstrapMatch, ServedLookup};
 use crate::api::machineconfignode::{MachineConfigNode, MachineConfigNodeSpec, SpecConfigVersion};
 use crate::render::layered::selector::{primary_pool, PoolSelector};
 use crate::render::layered::{self};
 use crate::snapshot::Snapshot;
-
-/// How much later than the Node's creation a served record may be and still be the node's own
-/// (the record's time is this server's clock, the creation time the API server's).
-pub const CLOCK_SKEW: Duration = Duration::from_secs(600);
 
 /// The cluster state a plan is made from.
 #[derive(Clone, Debug)]
@@ -159,11 +153,12 @@ pub struct Plan {
     pub unpooled: Vec<String>,
 }
 
-/// Decides the writes for `world` (see the module docs). `served` looks up the last answer to
-/// an address; `config_image_declared` says whether the MCN CRD declares `spec.configImage`.
+/// Decides the writes for `world` (see the module docs). `served` looks up what every replica
+/// answered an address (matched to Nodes by [`match_node`]); `config_image_declared` says
+/// whether the MCN CRD declares `spec.configImage`.
 pub fn plan(
     world: &World<'_>,
-    served: impl Fn(IpAddr) -> Option<ServedRecord>,
+    served: impl ServedLookup,
     config_image_declared: bool,
 ) -> Plan {
     let mcns: BTreeMap<&str, &MachineConfigNode> = world
@@ -174,6 +169,7 @@ pub fn plan(
     let mut nodes: Vec<&Node> = world.nodes.iter().map(Arc::as_ref).collect();
     nodes.sort_by(|a, b| node_name(a).cmp(node_name(b)));
 
+    let owners = nodes_by_address(nodes.iter().copied());
     let mut out = Plan::default();
     let empty = BTreeMap::new();
     for node in &nodes {
@@ -188,12 +184,18 @@ pub fn plan(
             }
             continue;
         };
-        let bootstrap = bootstrap_for(node, &served);
+        let matched = match_node(node, &served, &owners);
+        let (bootstrap, source_unknown) = match &matched {
+            BootstrapMatch::NoRecord => (None, None),
+            BootstrapMatch::Matched(bootstrap) => (Some(bootstrap), None),
+            BootstrapMatch::SourceUnknown { address, reason } => (None, Some((*address, *reason))),
+        };
         let inputs = NodeInputs {
             node,
             pool,
             serving: world.serving.get(pool),
-            bootstrap: bootstrap.as_ref(),
+            bootstrap,
+            source_unknown,
             config_image_declared,
         };
         match mcns.get(name) {
@@ -270,30 +272,6 @@ fn stale_owner(mcn: &MachineConfigNode, node: &Node) -> bool {
     }
 }
 
-/// The newest served record for one of the node's `InternalIP` addresses, unless it was served
-/// after the node already existed (then it was another machine that reused the address).
-fn bootstrap_for(
-    node: &Node,
-    served: &impl Fn(IpAddr) -> Option<ServedRecord>,
-) -> Option<Bootstrap> {
-    let created = node
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .and_then(|t| u64::try_from(t.0.as_second()).ok())
-        .map(|secs| UNIX_EPOCH + Duration::from_secs(secs));
-    internal_ips(node)
-        .into_iter()
-        .filter_map(|address| {
-            Some(Bootstrap {
-                address,
-                record: served(address)?,
-            })
-        })
-        .filter(|b| created.is_none_or(|created| b.record.served_at <= created + CLOCK_SKEW))
-        .max_by_key(|b| b.record.served_at)
-}
-
 fn has_status(mcn: &MachineConfigNode) -> bool {
     mcn.status
         .as_ref()
@@ -324,9 +302,14 @@ fn fill(
         .filter(|(key, _)| key.starts_with(annotations::PREFIX))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    if let Some(bootstrap) = inputs.bootstrap.filter(|_| !has_bootstrap_record(existing)) {
-        our_annotations.extend(desired::bootstrap_annotations(bootstrap));
-        filled.push("bootstrap record");
+    if !has_bootstrap_record(existing) {
+        if let Some(bootstrap) = inputs.bootstrap {
+            our_annotations.extend(desired::bootstrap_annotations(bootstrap));
+            filled.push("bootstrap record");
+        } else if let Some((address, reason)) = inputs.source_unknown {
+            our_annotations.extend(desired::source_unknown_annotations(address, reason));
+            filled.push("bootstrap record (source unknown)");
+        }
     }
     if filled.is_empty() {
         return None;

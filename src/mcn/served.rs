@@ -118,6 +118,51 @@ impl ServedLog {
             .map(|(_, record)| record.clone())
     }
 
+    /// Every remembered (address, record), the one remembered last first.
+    pub fn entries(&self) -> Vec<(IpAddr, ServedRecord)> {
+        let inner = self.lock();
+        inner
+            .by_age
+            .values()
+            .rev()
+            .filter_map(|address| {
+                let (_, record) = inner.by_address.get(address)?;
+                Some((*address, record.clone()))
+            })
+            .collect()
+    }
+
+    /// Takes back records this replica published before it restarted: each is remembered
+    /// unless the address was answered since (a newer record is kept), oldest first so that
+    /// the age order follows the answers' times.
+    pub fn restore(&self, mut entries: Vec<(IpAddr, ServedRecord)>) {
+        entries.sort_by_key(|(_, record)| record.served_at);
+        for (address, record) in entries {
+            let newer = self
+                .get(address)
+                .is_some_and(|known| known.served_at >= record.served_at);
+            if !newer {
+                self.record(address, record);
+            }
+        }
+    }
+
+    /// Forgets every record for which `keep` is false; returns how many were forgotten.
+    pub fn retain(&self, mut keep: impl FnMut(IpAddr, &ServedRecord) -> bool) -> usize {
+        let mut inner = self.lock();
+        let gone: Vec<(IpAddr, u64)> = inner
+            .by_address
+            .iter()
+            .filter(|(address, (_, record))| !keep(**address, record))
+            .map(|(address, (sequence, _))| (*address, *sequence))
+            .collect();
+        for (address, sequence) in &gone {
+            inner.by_address.remove(address);
+            inner.by_age.remove(sequence);
+        }
+        gone.len()
+    }
+
     /// How many addresses are remembered.
     pub fn len(&self) -> usize {
         self.lock().by_address.len()
@@ -190,6 +235,42 @@ mod tests {
         assert_eq!(log.get(ip("10.0.0.1")).unwrap().rendered_config, "a2");
         assert!(log.get(ip("10.0.0.3")).is_some());
         assert!(log.get(ip("10.0.0.4")).is_some());
+    }
+
+    #[test]
+    fn restore_keeps_newer_answers_and_retain_forgets() {
+        let log = ServedLog::default();
+        let at = |secs| SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+        log.record(
+            ip("10.0.0.1"),
+            ServedRecord {
+                served_at: at(200),
+                ..record("answered-since")
+            },
+        );
+        log.restore(vec![
+            (
+                ip("10.0.0.1"),
+                ServedRecord {
+                    served_at: at(100),
+                    ..record("published-before")
+                },
+            ),
+            (
+                ip("10.0.0.2"),
+                ServedRecord {
+                    served_at: at(150),
+                    ..record("restored")
+                },
+            ),
+        ]);
+        assert_eq!(log.get(ip("10.0.0.1")).unwrap().rendered_config, "answered-since");
+        assert_eq!(log.get(ip("10.0.0.2")).unwrap().rendered_config, "restored");
+        let order: Vec<IpAddr> = log.entries().into_iter().map(|(a, _)| a).collect();
+        assert_eq!(order, [ip("10.0.0.2"), ip("10.0.0.1")], "last remembered first");
+        assert_eq!(log.retain(|address, _| address == ip("10.0.0.1")), 1);
+        assert_eq!(log.len(), 1);
+        assert_eq!(log.lock().by_age.len(), 1);
     }
 
     #[test]

@@ -35,6 +35,8 @@ fn bootstrap(config: &str, image: Option<&str>) -> Bootstrap {
             spec_version: SpecVersion::V3_4,
             served_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
         },
+        served_by: None,
+        also_served_by: Vec::new(),
     }
 }
 
@@ -55,6 +57,7 @@ fn inputs<'a>(
         pool: "worker",
         serving,
         bootstrap,
+        source_unknown: None,
         config_image_declared: false,
     }
 }

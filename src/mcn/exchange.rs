@@ -1,0 +1,513 @@
+//! The served records every replica shares through the API, so that the lease holder can write
+//! the bootstrap record of a node that another replica served.
+//!
+//! # The object
+//! One ConfigMap, [`DEFAULT_NAME`] in the server's namespace, with one data key per replica:
+//! the replica's stable name (`NODE_NAME`: the DaemonSet runs one pod per control-plane node, so
+//! a restarted pod finds its own key again; else the pod or host name). The value is compact
+//! JSON ([`encode`]): a table of the distinct answers (pool, rendered config, spec version,
+//! image) and the records `[address, answer index, served at (ms)]`, newest first, at most
+//! [`DEFAULT_MAX_ENTRIES`] records and [`DEFAULT_MAX_BYTES`] bytes per replica (about 32 bytes
+//! an IPv4 record: 4096 records are ~135 KB; five replicas stay under 800 KiB of the 1 MiB
+//! object limit).
+//!
+//! One named object rather than one per replica: RBAC can then restrict `patch`, `list` and
+//! `watch` to that one name (object names derived from node names are not known in advance,
+//! and `patch` on every ConfigMap of the namespace would let the server rewrite the operator's
+//! own). Each replica writes only its own key, by server-side apply under its own field manager
+//! (`mcs-served-<replica>`), so replicas never conflict and the API server records who owns
+//! which key.
+//!
+//! # Writes (bounded, batched)
+//! A replica writes at most once per flush interval (default 1 s), only when its encoded records
+//! changed, never per request; a failed write is retried with exponential backoff (records stay
+//! in memory meanwhile). A record leaves the replica's key when it expires ([`DEFAULT_TTL`]) or
+//! once it is settled ([`settled`]: its Node has an MCN with a bootstrap record, written by
+//! whichever replica leads). So the object holds only machines served but not yet joined, and
+//! each replica makes at most one write per interval however many machines boot.
+//!
+//! # Reads
+//! Every replica watches the one object (a `metadata.name` field selector, so `resourceNames`
+//! applies) and publishes its decoded content on a `watch` channel; the publisher merges it with
+//! its own memory ([`super::matching`]). On start a replica takes back its own key
+//! ([`ServedLog::restore`]) before its first write, so nothing it wrote is lost by a restart.
+//!
+//! Owns this ConfigMap only. Never blocks serving: the request path only touches [`ServedLog`].
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use super::desired::{has_bootstrap_record, internal_ips, node_name};
+use super::matching::CLOCK_SKEW;
+use super::served::{ServedLog, ServedRecord};
+use crate::api::machineconfignode::MachineConfigNode;
+use crate::ignition::SpecVersion;
+use crate::metrics::Metrics;
+use crate::snapshot::Snapshot;
+use crate::telemetry::ErrorChain;
+
+/// Name of the shared ConfigMap.
+pub const DEFAULT_NAME: &str = "machine-config-server-served-records";
+/// Most records one replica publishes.
+pub const DEFAULT_MAX_ENTRIES: usize = 4096;
+/// Most bytes of one replica's value.
+pub const DEFAULT_MAX_BYTES: usize = 160 * 1024;
+/// How long a record is kept (and merged) when its node never joins.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(3600);
+/// Shortest time between two writes of one replica.
+pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+/// Field manager prefix of a replica's writes (the replica name follows).
+pub const FIELD_MANAGER_PREFIX: &str = "mcs-served-";
+/// Version of the encoding.
+const FORMAT_VERSION: u32 = 1;
+
+/// Identity, bounds and timing of one replica's records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExchangeSettings {
+    pub namespace: String,
+    pub name: String,
+    /// This replica's data key (see [`replica_key`]).
+    pub replica: String,
+    pub flush_interval: Duration,
+    pub ttl: Duration,
+    pub max_entries: usize,
+    pub max_bytes: usize,
+    pub retry_initial: Duration,
+    pub retry_max: Duration,
+}
+
+impl ExchangeSettings {
+    pub fn new(replica: &str) -> Self {
+        ExchangeSettings {
+            namespace: super::lease::DEFAULT_NAMESPACE.to_owned(),
+            name: DEFAULT_NAME.to_owned(),
+            replica: replica_key(replica),
+            flush_interval: DEFAULT_FLUSH_INTERVAL,
+            ttl: DEFAULT_TTL,
+            max_entries: DEFAULT_MAX_ENTRIES,
+            max_bytes: DEFAULT_MAX_BYTES,
+            retry_initial: Duration::from_secs(1),
+            retry_max: Duration::from_secs(30),
+        }
+    }
+
+    /// This replica's field manager: [`FIELD_MANAGER_PREFIX`] and its name, at most 128 bytes
+    /// (the API server's limit).
+    pub fn field_manager(&self) -> String {
+        let mut manager = format!("{FIELD_MANAGER_PREFIX}{}", self.replica);
+        manager.truncate(128);
+        manager
+    }
+}
+
+/// A valid ConfigMap key (`[-._a-zA-Z0-9]+`, at most 253) for a replica name: other characters
+/// become `-`; an empty name is `unknown`.
+pub fn replica_key(name: &str) -> String {
+    let mut key: String = name
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    key.truncate(253);
+    if key.is_empty() || key == "." || key == ".." {
+        "unknown".to_owned()
+    } else {
+        key
+    }
+}
+
+/// Every replica's published records, by replica name.
+pub type PublishedRecords = BTreeMap<String, Vec<(IpAddr, ServedRecord)>>;
+
+/// What the watch of the shared object shows.
+#[derive(Clone, Debug, Default)]
+pub struct SharedView {
+    /// True once the object was listed (before: nothing is known, nothing is written).
+    pub listed: bool,
+    /// True when the object exists.
+    pub exists: bool,
+    pub records: PublishedRecords,
+    /// The raw value of each replica's key (to tell whether a write would change anything).
+    pub raw: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Wire {
+    v: u32,
+    /// `[pool, rendered config, spec version, image ("" for none)]`.
+    configs: Vec<(String, String, String, String)>,
+    /// `[address, index into configs, served at in Unix milliseconds]`, newest first.
+    served: Vec<(String, usize, u64)>,
+}
+
+/// One replica's value: the newest records that fit in `max_entries` and `max_bytes`. Returns
+/// the JSON and how many records it holds.
+pub fn encode(
+    entries: &[(IpAddr, ServedRecord)],
+    max_entries: usize,
+    max_bytes: usize,
+) -> (String, usize) {
+    let mut sorted: Vec<&(IpAddr, ServedRecord)> = entries.iter().collect();
+    sorted.sort_by(|(a_ip, a), (b_ip, b)| b.served_at.cmp(&a.served_at).then(a_ip.cmp(b_ip)));
+    let mut wire = Wire {
+        v: FORMAT_VERSION,
+        configs: Vec::new(),
+        served: Vec::new(),
+    };
+    let mut index: BTreeMap<(String, String, String, String), usize> = BTreeMap::new();
+    // `{"v":1,"configs":[],"served":[]}` plus separators, counted as each part is added.
+    let mut size = 32;
+    for (address, record) in sorted {
+        if wire.served.len() >= max_entries {
+            break;
+        }
+        let config = (
+            record.pool.clone(),
+            record.rendered_config.clone(),
+            record.spec_version.as_str().to_owned(),
+            record.image.clone().unwrap_or_default(),
+        );
+        let known = index.get(&config).copied();
+        let config_size = match known {
+            Some(_) => 0,
+            None => json_len(&config) + 1,
+        };
+        let entry = (address.to_string(), known.unwrap_or(index.len()), millis(record.served_at));
+        let entry_size = json_len(&entry) + 1;
+        if size + config_size + entry_size > max_bytes {
+            break;
+        }
+        size += config_size + entry_size;
+        if known.is_none() {
+            index.insert(config.clone(), wire.configs.len());
+            wire.configs.push(config);
+        }
+        wire.served.push(entry);
+    }
+    let count = wire.served.len();
+    (serde_json::to_string(&wire).unwrap_or_default(), count)
+}
+
+/// The records of one replica's value; entries that do not parse are skipped (a newer
+/// format's or a hand edit's), a value that does not parse at all is an error.
+pub fn decode(text: &str) -> Result<Vec<(IpAddr, ServedRecord)>, String> {
+    let wire: Wire = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    if wire.v != FORMAT_VERSION {
+        return Err(format!("unknown format version {}", wire.v));
+    }
+    Ok(wire
+        .served
+        .iter()
+        .filter_map(|(address, config, at)| {
+            let address: IpAddr = address.parse().ok()?;
+            let (pool, rendered_config, version, image) = wire.configs.get(*config)?;
+            let spec_version = SpecVersion::ALL
+                .into_iter()
+                .find(|v| v.as_str() == version)?;
+            Some((
+                address.to_canonical(),
+                ServedRecord {
+                    pool: pool.clone(),
+                    rendered_config: rendered_config.clone(),
+                    image: (!image.is_empty()).then(|| image.clone()),
+                    spec_version,
+                    served_at: UNIX_EPOCH + Duration::from_millis(*at),
+                },
+            ))
+        })
+        .collect())
+}
+
+fn json_len(value: &impl Serialize) -> usize {
+    serde_json::to_string(value).map_or(0, |s| s.len())
+}
+
+fn millis(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// True when the record for `address` has done its job: a Node with that `InternalIP`, created
+/// after it was served (with [`CLOCK_SKEW`]), has an MCN with a bootstrap record (or one that
+/// says the source is unknown). Whoever wrote it, the record is no longer needed.
+pub fn settled(address: IpAddr, record: &ServedRecord, snapshot: &Snapshot) -> bool {
+    let mcns = &snapshot.layered.machine_config_nodes;
+    snapshot.layered.nodes.iter().any(|node| {
+        let joined_after = node
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .and_then(|t| u64::try_from(t.0.as_second()).ok())
+            .is_none_or(|secs| {
+                record.served_at <= UNIX_EPOCH + Duration::from_secs(secs) + CLOCK_SKEW
+            });
+        joined_after
+            && internal_ips(node).contains(&address)
+            && mcns.iter().any(|mcn: &Arc<MachineConfigNode>| {
+                mcn.metadata.name.as_deref() == Some(node_name(node)) && has_bootstrap_record(mcn)
+            })
+    })
+}
+
+/// Starts watching the shared object and publishing this replica's records; returns the view
+/// of every replica's records and the tasks (they end on `shutdown`).
+pub fn start(
+    client: Client,
+    settings: ExchangeSettings,
+    served: ServedLog,
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+    metrics: Arc<Metrics>,
+    shutdown: watch::Receiver<bool>,
+) -> (watch::Receiver<Arc<SharedView>>, Vec<JoinHandle<()>>) {
+    let api: Api<ConfigMap> = Api::namespaced(client, &settings.namespace);
+    let (view_tx, view) = watch::channel(Arc::new(SharedView::default()));
+    let watch_task = tokio::spawn(watch_shared(
+        api.clone(),
+        settings.name.clone(),
+        view_tx,
+        shutdown.clone(),
+    ));
+    let flush_task = tokio::spawn(
+        Flusher {
+            api,
+            settings,
+            served,
+            snapshots,
+            metrics,
+            view: view.clone(),
+            last_written: None,
+        }
+        .run(shutdown),
+    );
+    (view, vec![watch_task, flush_task])
+}
+
+async fn watch_shared(
+    api: Api<ConfigMap>,
+    name: String,
+    view: watch::Sender<Arc<SharedView>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let stream = watcher::watcher(api, config).default_backoff();
+    let mut stream = std::pin::pin!(stream);
+    let mut listing: Option<ConfigMap> = None;
+    let mut current: Option<ConfigMap> = None;
+    let mut listed = false;
+    loop {
+        let item = tokio::select! {
+            _ = shutdown.wait_for(|stop| *stop) => return,
+            item = stream.next() => item,
+        };
+        let Some(item) = item else { return };
+        match item {
+            Ok(Event::Init) => listing = None,
+            Ok(Event::InitApply(object)) => listing = Some(object),
+            Ok(Event::InitDone) => {
+                current = listing.take();
+                listed = true;
+            }
+            Ok(Event::Apply(object)) => current = Some(object),
+            Ok(Event::Delete(_)) => current = None,
+            Err(error) => {
+                debug!(%error, "served-records watch interrupted; retrying with backoff");
+                continue;
+            }
+        }
+        if listed {
+            view.send_replace(Arc::new(view_of(current.as_ref())));
+        }
+    }
+}
+
+/// The decoded content of the shared object (`None`: it does not exist).
+pub fn view_of(object: Option<&ConfigMap>) -> SharedView {
+    let raw: BTreeMap<String, String> = object
+        .and_then(|o| o.data.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let records = raw
+        .iter()
+        .filter_map(|(replica, text)| match decode(text) {
+            Ok(records) => Some((replica.clone(), records)),
+            Err(error) => {
+                debug!(replica = %replica, %error, "skipping served records that do not decode");
+                None
+            }
+        })
+        .collect();
+    SharedView {
+        listed: true,
+        exists: object.is_some(),
+        records,
+        raw,
+    }
+}
+
+struct Flusher {
+    api: Api<ConfigMap>,
+    settings: ExchangeSettings,
+    served: ServedLog,
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+    metrics: Arc<Metrics>,
+    view: watch::Receiver<Arc<SharedView>>,
+    /// What this replica's key holds, as far as it knows.
+    last_written: Option<String>,
+}
+
+impl Flusher {
+    async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        // Take back what this replica published before a restart, before writing anything.
+        tokio::select! {
+            result = self.view.wait_for(|view| view.listed) => if result.is_err() { return },
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+        let view = self.view.borrow().clone();
+        if let Some(records) = view.records.get(&self.settings.replica) {
+            info!(records = records.len(), replica = %self.settings.replica, "took back the served records this replica published before it restarted");
+            self.served.restore(records.clone());
+        }
+        self.last_written = Some(
+            view.raw
+                .get(&self.settings.replica)
+                .cloned()
+                .unwrap_or_else(|| encode(&[], 1, usize::MAX).0),
+        );
+        let mut failures = 0u32;
+        let mut next_try = Instant::now();
+        let mut ticks = tokio::time::interval(self.settings.flush_interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                _ = shutdown.wait_for(|stop| *stop) => break,
+            }
+            if Instant::now() < next_try {
+                continue;
+            }
+            match self.flush().await {
+                Ok(()) => failures = 0,
+                Err(error) => {
+                    failures = failures.saturating_add(1);
+                    let delay = self
+                        .settings
+                        .retry_initial
+                        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+                        .min(self.settings.retry_max);
+                    next_try = Instant::now() + delay;
+                    warn!(error = %ErrorChain(&error), retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), "could not publish this replica's served records; they stay in memory");
+                }
+            }
+        }
+        // A last write on the way out, so that a restart finds everything this replica served.
+        let last = tokio::time::timeout(self.settings.flush_interval, self.flush()).await;
+        if let Ok(Err(error)) = last {
+            debug!(error = %ErrorChain(&error), "final write of the served records failed");
+        }
+    }
+
+    /// Forgets settled and expired records, and writes this replica's key if it changed.
+    async fn flush(&mut self) -> Result<(), kube::Error> {
+        let snapshot = self.snapshots.borrow().clone();
+        let now = SystemTime::now();
+        let ttl = self.settings.ttl;
+        let mut expired = 0;
+        let mut settled_count = 0;
+        self.served.retain(|address, record| {
+            if now
+                .duration_since(record.served_at)
+                .is_ok_and(|age| age > ttl)
+            {
+                expired += 1;
+                return false;
+            }
+            // Generation 0 is the empty snapshot before the caches synced.
+            if snapshot.generation > 0 && settled(address, record, &snapshot) {
+                settled_count += 1;
+                return false;
+            }
+            true
+        });
+        self.metrics.mcn_records("expired", "", expired);
+        self.metrics.mcn_records("settled", "", settled_count);
+        let (text, count) = encode(
+            &self.served.entries(),
+            self.settings.max_entries,
+            self.settings.max_bytes,
+        );
+        if self.last_written.as_deref() == Some(text.as_str()) {
+            return Ok(());
+        }
+        let result = self.write(&text).await;
+        match &result {
+            Ok(()) => {
+                debug!(records = count, bytes = text.len(), "published this replica's served records");
+                self.metrics.mcn_records("published", "", 1);
+                self.last_written = Some(text);
+            }
+            Err(_) => self.metrics.mcn_records("publish_failed", "", 1),
+        }
+        result
+    }
+
+    async fn write(&self, text: &str) -> Result<(), kube::Error> {
+        let name = &self.settings.name;
+        if !self.view.borrow().exists {
+            // Create the (empty) object first: a create is its own RBAC verb, and an apply that
+            // creates is authorized as one too.
+            let empty = ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    namespace: Some(self.settings.namespace.clone()),
+                    ..ObjectMeta::default()
+                },
+                ..ConfigMap::default()
+            };
+            let params = PostParams {
+                field_manager: Some(self.settings.field_manager()),
+                ..PostParams::default()
+            };
+            match self.api.create(&params, &empty).await {
+                Ok(_) => info!(configmap = %name, "created the shared served-records ConfigMap"),
+                Err(kube::Error::Api(status)) if status.code == 409 => {}
+                Err(error) => return Err(error),
+            }
+        }
+        let body = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": self.settings.namespace},
+            "data": {self.settings.replica.as_str(): text},
+        });
+        let params = PatchParams::apply(&self.settings.field_manager()).force();
+        self.api
+            .patch(name, &params, &Patch::Apply(&body))
+            .await
+            .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,125 @@
+use super::*;
+
+fn record(config: &str, image: Option<&str>, at_ms: u64) -> ServedRecord {
+    ServedRecord {
+        pool: "worker".into(),
+        rendered_config: config.into(),
+        image: image.map(str::to_owned),
+        spec_version: SpecVersion::V3_4,
+        served_at: UNIX_EPOCH + Duration::from_millis(at_ms),
+    }
+}
+
+fn ip(text: &str) -> IpAddr {
+    text.parse().unwrap()
+}
+
+#[test]
+fn encoding_round_trips_newest_first_with_shared_answers() {
+    let entries = vec![
+        (ip("10.0.0.1"), record("rendered-worker-1", None, 1_700_000_000_001)),
+        (
+            ip("fd00::2"),
+            record("rendered-worker-1", Some("quay.io/x@sha256:00"), 1_700_000_000_003),
+        ),
+        (ip("10.0.0.3"), record("rendered-worker-1", None, 1_700_000_000_002)),
+    ];
+    let (text, count) = encode(&entries, 10, 10_000);
+    assert_eq!(count, 3);
+    let wire: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(wire["configs"].as_array().unwrap().len(), 2, "{text}");
+    let decoded = decode(&text).unwrap();
+    let addresses: Vec<String> = decoded.iter().map(|(a, _)| a.to_string()).collect();
+    assert_eq!(addresses, ["fd00::2", "10.0.0.3", "10.0.0.1"]);
+    for (address, record) in &decoded {
+        let original = entries.iter().find(|(a, _)| a == address).unwrap();
+        assert_eq!(record, &original.1);
+    }
+}
+
+#[test]
+fn encoding_is_bounded_by_count_and_bytes_keeping_the_newest() {
+    let entries: Vec<_> = (0..10_000u32)
+        .map(|i| {
+            (
+                IpAddr::from((0x0a00_0000 + i).to_be_bytes()),
+                record(
+                    "rendered-worker-0123456789abcdef0123456789abcdef",
+                    None,
+                    1_732_480_000_000 + u64::from(i) * 250,
+                ),
+            )
+        })
+        .collect();
+    let (text, count) = encode(&entries, DEFAULT_MAX_ENTRIES, DEFAULT_MAX_BYTES);
+    assert_eq!(count, DEFAULT_MAX_ENTRIES);
+    assert!(text.len() <= DEFAULT_MAX_BYTES, "{}", text.len());
+    eprintln!(
+        "{count} IPv4 records encode to {} bytes ({} bytes per record)",
+        text.len(),
+        text.len() / count
+    );
+    let decoded = decode(&text).unwrap();
+    assert_eq!(
+        decoded[0].1.served_at,
+        UNIX_EPOCH + Duration::from_millis(1_732_480_000_000 + 9_999 * 250)
+    );
+
+    let (text, count) = encode(&entries, usize::MAX, 10_000);
+    assert!(text.len() <= 10_000, "{}", text.len());
+    // About 31 bytes an IPv4 record with a millisecond timestamp.
+    assert!(count > 250 && count < 400, "{count}");
+    // IPv6 records are longer; the byte bound still holds.
+    let v6: Vec<_> = (0..10_000u128)
+        .map(|i| {
+            (
+                IpAddr::from((0xfd00_0000_0000_0000_0000_0000_0000_0000u128 + i * 7919).to_be_bytes()),
+                record("rendered-worker-1", None, 1_700_000_000_000 + u64::try_from(i).unwrap()),
+            )
+        })
+        .collect();
+    let (text, _) = encode(&v6, DEFAULT_MAX_ENTRIES, DEFAULT_MAX_BYTES);
+    assert!(text.len() <= DEFAULT_MAX_BYTES);
+}
+
+#[test]
+fn bad_values_are_errors_and_bad_entries_are_skipped() {
+    assert!(decode("not json").is_err());
+    assert!(decode(r#"{"v":2,"configs":[],"served":[]}"#).is_err());
+    let text = r#"{"v":1,"configs":[["worker","rendered-worker-1","3.4.0",""]],
+        "served":[["10.0.0.1",0,5],["nonsense",0,5],["10.0.0.2",7,5]]}"#;
+    let decoded = decode(text).unwrap();
+    assert_eq!(decoded.len(), 1);
+    assert_eq!(decoded[0].0, ip("10.0.0.1"));
+}
+
+#[test]
+fn replica_keys_are_valid_configmap_keys() {
+    assert_eq!(replica_key("master-0.example.com"), "master-0.example.com");
+    assert_eq!(replica_key(" "), "unknown");
+    assert_eq!(replica_key("a b/c"), "a-b-c");
+    assert_eq!(replica_key(".."), "unknown");
+    assert_eq!(replica_key(&"x".repeat(300)).len(), 253);
+    let settings = ExchangeSettings::new(&"m".repeat(300));
+    assert_eq!(settings.field_manager().len(), 128);
+    assert!(settings.field_manager().starts_with(FIELD_MANAGER_PREFIX));
+}
+
+#[test]
+fn the_view_decodes_every_replica_key() {
+    let (text, _) = encode(&[(ip("10.0.0.1"), record("rendered-worker-1", None, 5))], 10, 10_000);
+    let object = ConfigMap {
+        data: Some(BTreeMap::from([
+            ("master-0".to_string(), text.clone()),
+            ("master-1".to_string(), "garbage".to_string()),
+        ])),
+        ..ConfigMap::default()
+    };
+    let view = view_of(Some(&object));
+    assert!(view.exists && view.listed);
+    assert_eq!(view.records.len(), 1);
+    assert_eq!(view.records["master-0"].len(), 1);
+    assert_eq!(view.raw["master-0"], text);
+    let absent = view_of(None);
+    assert!(!absent.exists && absent.listed && absent.records.is_empty());
+}

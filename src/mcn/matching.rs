@@ -1,0 +1,247 @@
+//! Which served record belongs to which Node: the one place where a bootstrap record is matched
+//! to a joining Node. Pure: no I/O, no clock (the caller passes the time), no logging.
+//!
+//! The records come from every replica ([`MergedRecords::merge`]: this replica's memory plus
+//! what the other replicas published, see [`super::exchange`]); a Node is matched by its
+//! `InternalIP` addresses ([`match_node`]). The source address is all a request tells about the
+//! machine (it carries no host name), so the rules are about when that address can be trusted:
+//!
+//! 1. Only records served before the Node was created count (its `creationTimestamp`, with
+//!    [`CLOCK_SKEW`] allowance between the replica's clock and the API server's): a record served
+//!    later was for another machine that reused the address.
+//! 2. When the address is also an `InternalIP` of another Node, the address is shared (a proxy or
+//!    NAT in front of the server, e.g. the API load balancer on a control-plane node, or an
+//!    address reused while the old Node is still there): the record's source is unknown.
+//! 3. When the records for the node's addresses name different pools or rendered configs, the
+//!    address served several machines (or a NAT hides them): the source is unknown.
+//! 4. Otherwise the newest record wins; the replicas that served older records for the same
+//!    address are named too (a retry that the load balancer sent elsewhere).
+//!
+//! A "source unknown" result is written on the MCN as such; it never names a record that may be
+//! another machine's. No record at all leaves the MCN without a bootstrap record (the node was
+//! not booted from this server, or its address was rewritten to one no Node has).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::Node;
+
+use super::desired::{internal_ips, node_name, Bootstrap};
+use super::served::ServedRecord;
+
+/// How much later than the Node's creation a served record may be and still be the node's own
+/// (the record's time is a replica's clock, the creation time the API server's).
+pub const CLOCK_SKEW: Duration = Duration::from_secs(600);
+
+/// One record, with the replica that served it (empty: unknown, e.g. a test lookup).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Served {
+    pub replica: String,
+    pub record: ServedRecord,
+}
+
+/// Where the publisher looks up what was served to an address (every replica's records).
+pub trait ServedLookup {
+    /// Every replica's last record for `address`, in any order.
+    fn served_to(&self, address: IpAddr) -> Vec<Served>;
+}
+
+/// A plain lookup of one record per address (one replica, name unknown).
+impl<F: Fn(IpAddr) -> Option<ServedRecord>> ServedLookup for F {
+    fn served_to(&self, address: IpAddr) -> Vec<Served> {
+        self(address)
+            .map(|record| Served {
+                replica: String::new(),
+                record,
+            })
+            .into_iter()
+            .collect()
+    }
+}
+
+/// Every replica's unexpired records, by address.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MergedRecords {
+    by_address: HashMap<IpAddr, Vec<Served>>,
+}
+
+impl MergedRecords {
+    /// Merges this replica's own records (`own`, named `own_replica`) with every replica's
+    /// published ones (`published`, by replica name; this replica's own published entry is
+    /// skipped, memory is newer). Records served more than `ttl` before `now` are left out.
+    pub fn merge(
+        own_replica: &str,
+        own: Vec<(IpAddr, ServedRecord)>,
+        published: &BTreeMap<String, Vec<(IpAddr, ServedRecord)>>,
+        now: SystemTime,
+        ttl: Duration,
+    ) -> Self {
+        let fresh = |record: &ServedRecord| {
+            now.duration_since(record.served_at)
+                .map_or(true, |age| age <= ttl)
+        };
+        let mut by_address: HashMap<IpAddr, Vec<Served>> = HashMap::new();
+        let others = published
+            .iter()
+            .filter(|(replica, _)| replica.as_str() != own_replica)
+            .flat_map(|(replica, entries)| entries.iter().map(move |e| (replica.as_str(), e)));
+        let own = own.iter().map(|entry| (own_replica, entry));
+        for (replica, (address, record)) in own.chain(others) {
+            if fresh(record) {
+                by_address
+                    .entry(address.to_canonical())
+                    .or_default()
+                    .push(Served {
+                        replica: replica.to_owned(),
+                        record: record.clone(),
+                    });
+            }
+        }
+        MergedRecords { by_address }
+    }
+
+    /// How many (replica, address) records were merged.
+    pub fn len(&self) -> usize {
+        self.by_address.values().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_address.is_empty()
+    }
+}
+
+impl ServedLookup for MergedRecords {
+    fn served_to(&self, address: IpAddr) -> Vec<Served> {
+        self.by_address
+            .get(&address.to_canonical())
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+impl ServedLookup for &MergedRecords {
+    fn served_to(&self, address: IpAddr) -> Vec<Served> {
+        (*self).served_to(address)
+    }
+}
+
+/// Why a record's source is unknown (the value of the MCN's `bootstrap-source-unknown`
+/// annotation and the `reason` metric label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum UnknownReason {
+    /// The address is also another Node's `InternalIP` (rule 2).
+    AddressOfAnotherNode,
+    /// The address was served different pools or configs (rule 3).
+    AddressServedDifferentConfigs,
+}
+
+impl UnknownReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnknownReason::AddressOfAnotherNode => "address-of-another-node",
+            UnknownReason::AddressServedDifferentConfigs => "address-served-different-configs",
+        }
+    }
+}
+
+/// The outcome of matching one Node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BootstrapMatch {
+    /// No record for any of its addresses (from before it joined).
+    NoRecord,
+    /// The record that was served to this node.
+    Matched(Bootstrap),
+    /// Records exist for its address, but they cannot be told to be this node's.
+    SourceUnknown {
+        address: IpAddr,
+        reason: UnknownReason,
+    },
+}
+
+/// The Nodes of each `InternalIP` address (for rule 2).
+pub fn nodes_by_address<'a>(
+    nodes: impl IntoIterator<Item = &'a Node>,
+) -> HashMap<IpAddr, BTreeSet<&'a str>> {
+    let mut out: HashMap<IpAddr, BTreeSet<&str>> = HashMap::new();
+    for node in nodes {
+        for address in internal_ips(node) {
+            out.entry(address).or_default().insert(node_name(node));
+        }
+    }
+    out
+}
+
+/// Matches `node` to the records served to its `InternalIP` addresses (rules in the module
+/// docs). `owners` is [`nodes_by_address`] of every Node in the cluster.
+pub fn match_node(
+    node: &Node,
+    served: &impl ServedLookup,
+    owners: &HashMap<IpAddr, BTreeSet<&str>>,
+) -> BootstrapMatch {
+    let created = node
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .and_then(|t| u64::try_from(t.0.as_second()).ok())
+        .map(|secs| UNIX_EPOCH + Duration::from_secs(secs));
+    let name = node_name(node);
+    let mut candidates: Vec<(IpAddr, Served)> = internal_ips(node)
+        .into_iter()
+        .flat_map(|address| {
+            served
+                .served_to(address)
+                .into_iter()
+                .map(move |s| (address, s))
+        })
+        .filter(|(_, s)| created.is_none_or(|created| s.record.served_at <= created + CLOCK_SKEW))
+        .collect();
+    if candidates.is_empty() {
+        return BootstrapMatch::NoRecord;
+    }
+    // Newest first; equal times by replica name, so the outcome does not depend on order.
+    candidates.sort_by(|(_, a), (_, b)| {
+        b.record
+            .served_at
+            .cmp(&a.record.served_at)
+            .then_with(|| a.replica.cmp(&b.replica))
+    });
+    let (address, newest) = candidates[0].clone();
+    let shared = candidates.iter().find(|(address, _)| {
+        owners
+            .get(address)
+            .is_some_and(|names| names.iter().any(|owner| *owner != name))
+    });
+    if let Some((address, _)) = shared {
+        return BootstrapMatch::SourceUnknown {
+            address: *address,
+            reason: UnknownReason::AddressOfAnotherNode,
+        };
+    }
+    let differs = candidates.iter().any(|(_, s)| {
+        s.record.pool != newest.record.pool
+            || s.record.rendered_config != newest.record.rendered_config
+    });
+    if differs {
+        return BootstrapMatch::SourceUnknown {
+            address,
+            reason: UnknownReason::AddressServedDifferentConfigs,
+        };
+    }
+    let also_served_by: Vec<String> = candidates[1..]
+        .iter()
+        .map(|(_, s)| s.replica.clone())
+        .filter(|replica| !replica.is_empty() && *replica != newest.replica)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    BootstrapMatch::Matched(Bootstrap {
+        address,
+        record: newest.record,
+        served_by: (!newest.replica.is_empty()).then_some(newest.replica),
+        also_served_by,
+    })
+}
+
+#[cfg(test)]
+mod tests;

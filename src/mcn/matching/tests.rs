@@ -1,0 +1,193 @@
+use super::*;
+
+use serde_json::json;
+
+use crate::ignition::SpecVersion;
+
+/// Nodes are created at this Unix time.
+const JOINED: u64 = 1_700_000_000;
+
+fn node(name: &str, ips: &[&str]) -> Node {
+    let addresses: Vec<_> = ips
+        .iter()
+        .map(|ip| json!({"type": "InternalIP", "address": ip}))
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "creationTimestamp": "2023-11-14T22:13:20Z"},
+        "status": {"addresses": addresses}
+    }))
+    .unwrap()
+}
+
+fn record(pool: &str, config: &str, at: u64) -> ServedRecord {
+    ServedRecord {
+        pool: pool.into(),
+        rendered_config: config.into(),
+        image: None,
+        spec_version: SpecVersion::V3_5,
+        served_at: UNIX_EPOCH + Duration::from_secs(at),
+    }
+}
+
+fn ip(text: &str) -> IpAddr {
+    text.parse().unwrap()
+}
+
+/// Records as (replica, address, pool, config, served at).
+fn merged(records: &[(&str, &str, &str, &str, u64)]) -> MergedRecords {
+    let mut published: BTreeMap<String, Vec<(IpAddr, ServedRecord)>> = BTreeMap::new();
+    for (replica, address, pool, config, at) in records {
+        published
+            .entry(replica.to_string())
+            .or_default()
+            .push((ip(address), record(pool, config, *at)));
+    }
+    MergedRecords::merge(
+        "",
+        Vec::new(),
+        &published,
+        UNIX_EPOCH + Duration::from_secs(JOINED),
+        Duration::from_secs(3600),
+    )
+}
+
+/// What `match_node` says, short: `served_by config also` or `unknown reason` or `none`.
+fn outcome(m: &BootstrapMatch) -> String {
+    match m {
+        BootstrapMatch::NoRecord => "none".into(),
+        BootstrapMatch::Matched(b) => format!(
+            "{} {} {} also={}",
+            b.address,
+            b.served_by.as_deref().unwrap_or("?"),
+            b.record.rendered_config,
+            b.also_served_by.join(",")
+        ),
+        BootstrapMatch::SourceUnknown { address, reason } => {
+            format!("{address} unknown {}", reason.as_str())
+        }
+    }
+}
+
+#[test]
+fn matching_rules_table() {
+    let cases: &[(&str, &[(&str, &str, &str, &str, u64)], &[(&str, &[&str])], &str)] = &[
+        (
+            "one replica served the node",
+            &[("a", "10.0.0.5", "worker", "rendered-worker-1", JOINED - 60)],
+            &[],
+            "10.0.0.5 a rendered-worker-1 also=",
+        ),
+        ("nothing served", &[], &[], "none"),
+        (
+            "another address only",
+            &[("a", "10.0.0.6", "worker", "rendered-worker-1", JOINED - 60)],
+            &[],
+            "none",
+        ),
+        (
+            "served after the node joined (beyond the skew): another machine reused the address",
+            &[(
+                "a",
+                "10.0.0.5",
+                "worker",
+                "rendered-worker-1",
+                JOINED + CLOCK_SKEW.as_secs() + 1,
+            )],
+            &[],
+            "none",
+        ),
+        (
+            "served just after creation, within the skew",
+            &[("a", "10.0.0.5", "worker", "rendered-worker-1", JOINED + 5)],
+            &[],
+            "10.0.0.5 a rendered-worker-1 also=",
+        ),
+        (
+            "two replicas served the same config: the newest wins and names the other",
+            &[
+                ("a", "10.0.0.5", "worker", "rendered-worker-1", JOINED - 90),
+                ("c", "10.0.0.5", "worker", "rendered-worker-1", JOINED - 30),
+                ("b", "10.0.0.5", "worker", "rendered-worker-1", JOINED - 60),
+            ],
+            &[],
+            "10.0.0.5 c rendered-worker-1 also=a,b",
+        ),
+        (
+            "two replicas served different configs: several machines behind one address",
+            &[
+                ("a", "10.0.0.5", "worker", "rendered-worker-1", JOINED - 90),
+                ("b", "10.0.0.5", "infra", "rendered-infra-1", JOINED - 30),
+            ],
+            &[],
+            "10.0.0.5 unknown address-served-different-configs",
+        ),
+        (
+            "the address is another node's too (a proxy on a control-plane node)",
+            &[("a", "10.0.0.5", "worker", "rendered-worker-1", JOINED - 60)],
+            &[("master-0", &["10.0.0.5"])],
+            "10.0.0.5 unknown address-of-another-node",
+        ),
+        (
+            "the node's second address was served; the first is nobody's",
+            &[("b", "fd00::5", "worker", "rendered-worker-1", JOINED - 60)],
+            &[],
+            "fd00::5 b rendered-worker-1 also=",
+        ),
+        (
+            "expired records are not merged",
+            &[("a", "10.0.0.5", "worker", "rendered-worker-1", JOINED - 3601)],
+            &[],
+            "none",
+        ),
+    ];
+    for (name, records, other_nodes, expected) in cases {
+        let me = node("worker-5", &["10.0.0.5", "fd00::5"]);
+        let others: Vec<Node> = other_nodes
+            .iter()
+            .map(|(name, ips)| node(name, ips))
+            .collect();
+        let owners = nodes_by_address(std::iter::once(&me).chain(others.iter()));
+        let got = outcome(&match_node(&me, &merged(records), &owners));
+        assert_eq!(got, *expected, "{name}");
+    }
+}
+
+#[test]
+fn own_memory_wins_over_own_published_entry_and_is_merged_with_the_others() {
+    let published = BTreeMap::from([
+        (
+            "me".to_string(),
+            vec![(ip("10.0.0.5"), record("worker", "stale", JOINED - 100))],
+        ),
+        (
+            "other".to_string(),
+            vec![(ip("10.0.0.6"), record("worker", "rendered-worker-1", JOINED - 50))],
+        ),
+    ]);
+    let own = vec![(ip("10.0.0.5"), record("worker", "rendered-worker-1", JOINED - 10))];
+    let merged = MergedRecords::merge(
+        "me",
+        own,
+        &published,
+        UNIX_EPOCH + Duration::from_secs(JOINED),
+        Duration::from_secs(3600),
+    );
+    assert_eq!(merged.len(), 2);
+    let five = merged.served_to(ip("10.0.0.5"));
+    assert_eq!(five.len(), 1);
+    assert_eq!(five[0].replica, "me");
+    assert_eq!(five[0].record.rendered_config, "rendered-worker-1");
+    assert_eq!(merged.served_to(ip("::ffff:10.0.0.6"))[0].replica, "other");
+}
+
+#[test]
+fn a_plain_lookup_matches_without_a_replica_name() {
+    let lookup = |_: IpAddr| Some(record("worker", "rendered-worker-1", JOINED - 60));
+    let me = node("worker-5", &["10.0.0.5"]);
+    let owners = nodes_by_address([&me]);
+    let BootstrapMatch::Matched(bootstrap) = match_node(&me, &lookup, &owners) else {
+        panic!("no match");
+    };
+    assert_eq!(bootstrap.served_by, None);
+    assert!(bootstrap.also_served_by.is_empty());
+}
