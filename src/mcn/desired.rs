@@ -265,7 +265,10 @@ pub fn source_unknown_annotations(
     reason: UnknownReason,
 ) -> BTreeMap<String, String> {
     BTreeMap::from([
-        (annotations::BOOTSTRAP_ADDRESS.to_owned(), address.to_string()),
+        (
+            annotations::BOOTSTRAP_ADDRESS.to_owned(),
+            address.to_string(),
+        ),
         (
             annotations::BOOTSTRAP_SOURCE_UNKNOWN.to_owned(),
             reason.as_str().to_owned(),

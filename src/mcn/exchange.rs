@@ -193,7 +193,11 @@ pub fn encode(
             Some(_) => 0,
             None => json_len(&config) + 1,
         };
-        let entry = (address.to_string(), known.unwrap_or(index.len()), millis(record.served_at));
+        let entry = (
+            address.to_string(),
+            known.unwrap_or(index.len()),
+            millis(record.served_at),
+        );
         let entry_size = json_len(&entry) + 1;
         if size + config_size + entry_size > max_bytes {
             break;
@@ -463,7 +467,11 @@ impl Flusher {
         let result = self.write(&text).await;
         match &result {
             Ok(()) => {
-                debug!(records = count, bytes = text.len(), "published this replica's served records");
+                debug!(
+                    records = count,
+                    bytes = text.len(),
+                    "published this replica's served records"
+                );
                 self.metrics.mcn_records("published", "", 1);
                 self.last_written = Some(text);
             }

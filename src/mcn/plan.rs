@@ -30,8 +30,8 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::desired::{
-    self, annotations, build_mcn, desired_config, has_bootstrap_record, is_ours,
-    is_provisioning, node_name, InitialStatus, NodeInputs, PoolServing, NOT_YET_SET,
+    self, annotations, build_mcn, desired_config, has_bootstrap_record, is_ours, is_provisioning,
+    node_name, InitialStatus, NodeInputs, PoolServing, NOT_YET_SET,
 };
 use super::matching::{match_node, nodes_by_address, BootstrapMatch, ServedLookup};
 use crate::api::machineconfignode::{MachineConfigNode, MachineConfigNodeSpec, SpecConfigVersion};
@@ -156,11 +156,7 @@ pub struct Plan {
 /// Decides the writes for `world` (see the module docs). `served` looks up what every replica
 /// answered an address (matched to Nodes by [`match_node`]); `config_image_declared` says
 /// whether the MCN CRD declares `spec.configImage`.
-pub fn plan(
-    world: &World<'_>,
-    served: impl ServedLookup,
-    config_image_declared: bool,
-) -> Plan {
+pub fn plan(world: &World<'_>, served: impl ServedLookup, config_image_declared: bool) -> Plan {
     let mcns: BTreeMap<&str, &MachineConfigNode> = world
         .machine_config_nodes
         .iter()

@@ -264,10 +264,17 @@ mod tests {
                 },
             ),
         ]);
-        assert_eq!(log.get(ip("10.0.0.1")).unwrap().rendered_config, "answered-since");
+        assert_eq!(
+            log.get(ip("10.0.0.1")).unwrap().rendered_config,
+            "answered-since"
+        );
         assert_eq!(log.get(ip("10.0.0.2")).unwrap().rendered_config, "restored");
         let order: Vec<IpAddr> = log.entries().into_iter().map(|(a, _)| a).collect();
-        assert_eq!(order, [ip("10.0.0.2"), ip("10.0.0.1")], "last remembered first");
+        assert_eq!(
+            order,
+            [ip("10.0.0.2"), ip("10.0.0.1")],
+            "last remembered first"
+        );
         assert_eq!(log.retain(|address, _| address == ip("10.0.0.1")), 1);
         assert_eq!(log.len(), 1);
         assert_eq!(log.lock().by_age.len(), 1);

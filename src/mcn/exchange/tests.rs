@@ -17,12 +17,22 @@ fn ip(text: &str) -> IpAddr {
 #[test]
 fn encoding_round_trips_newest_first_with_shared_answers() {
     let entries = vec![
-        (ip("10.0.0.1"), record("rendered-worker-1", None, 1_700_000_000_001)),
+        (
+            ip("10.0.0.1"),
+            record("rendered-worker-1", None, 1_700_000_000_001),
+        ),
         (
             ip("fd00::2"),
-            record("rendered-worker-1", Some("quay.io/x@sha256:00"), 1_700_000_000_003),
+            record(
+                "rendered-worker-1",
+                Some("quay.io/x@sha256:00"),
+                1_700_000_000_003,
+            ),
         ),
-        (ip("10.0.0.3"), record("rendered-worker-1", None, 1_700_000_000_002)),
+        (
+            ip("10.0.0.3"),
+            record("rendered-worker-1", None, 1_700_000_000_002),
+        ),
     ];
     let (text, count) = encode(&entries, 10, 10_000);
     assert_eq!(count, 3);
@@ -73,8 +83,14 @@ fn encoding_is_bounded_by_count_and_bytes_keeping_the_newest() {
     let v6: Vec<_> = (0..10_000u128)
         .map(|i| {
             (
-                IpAddr::from((0xfd00_0000_0000_0000_0000_0000_0000_0000u128 + i * 7919).to_be_bytes()),
-                record("rendered-worker-1", None, 1_700_000_000_000 + u64::try_from(i).unwrap()),
+                IpAddr::from(
+                    (0xfd00_0000_0000_0000_0000_0000_0000_0000u128 + i * 7919).to_be_bytes(),
+                ),
+                record(
+                    "rendered-worker-1",
+                    None,
+                    1_700_000_000_000 + u64::try_from(i).unwrap(),
+                ),
             )
         })
         .collect();
@@ -107,7 +123,11 @@ fn replica_keys_are_valid_configmap_keys() {
 
 #[test]
 fn the_view_decodes_every_replica_key() {
-    let (text, _) = encode(&[(ip("10.0.0.1"), record("rendered-worker-1", None, 5))], 10, 10_000);
+    let (text, _) = encode(
+        &[(ip("10.0.0.1"), record("rendered-worker-1", None, 5))],
+        10,
+        10_000,
+    );
     let object = ConfigMap {
         data: Some(BTreeMap::from([
             ("master-0".to_string(), text.clone()),

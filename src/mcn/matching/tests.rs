@@ -70,7 +70,12 @@ fn outcome(m: &BootstrapMatch) -> String {
 
 #[test]
 fn matching_rules_table() {
-    let cases: &[(&str, &[(&str, &str, &str, &str, u64)], &[(&str, &[&str])], &str)] = &[
+    let cases: &[(
+        &str,
+        &[(&str, &str, &str, &str, u64)],
+        &[(&str, &[&str])],
+        &str,
+    )] = &[
         (
             "one replica served the node",
             &[("a", "10.0.0.5", "worker", "rendered-worker-1", JOINED - 60)],
@@ -135,7 +140,13 @@ fn matching_rules_table() {
         ),
         (
             "expired records are not merged",
-            &[("a", "10.0.0.5", "worker", "rendered-worker-1", JOINED - 3601)],
+            &[(
+                "a",
+                "10.0.0.5",
+                "worker",
+                "rendered-worker-1",
+                JOINED - 3601,
+            )],
             &[],
             "none",
         ),
@@ -161,10 +172,16 @@ fn own_memory_wins_over_own_published_entry_and_is_merged_with_the_others() {
         ),
         (
             "other".to_string(),
-            vec![(ip("10.0.0.6"), record("worker", "rendered-worker-1", JOINED - 50))],
+            vec![(
+                ip("10.0.0.6"),
+                record("worker", "rendered-worker-1", JOINED - 50),
+            )],
         ),
     ]);
-    let own = vec![(ip("10.0.0.5"), record("worker", "rendered-worker-1", JOINED - 10))];
+    let own = vec![(
+        ip("10.0.0.5"),
+        record("worker", "rendered-worker-1", JOINED - 10),
+    )];
     let merged = MergedRecords::merge(
         "me",
         own,

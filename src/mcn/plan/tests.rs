@@ -1,9 +1,9 @@
 use super::*;
 use crate::mcn::matching::CLOCK_SKEW;
 use crate::mcn::served::ServedRecord;
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, UNIX_EPOCH};
-use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
