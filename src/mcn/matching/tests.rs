@@ -6,6 +6,8 @@ use crate::ignition::SpecVersion;
 
 /// Nodes are created at this Unix time.
 const JOINED: u64 = 1_700_000_000;
+/// Just beyond the clock-skew allowance after the nodes were created.
+const TOO_LATE: u64 = JOINED + CLOCK_SKEW.as_secs() + 1;
 
 fn node(name: &str, ips: &[&str]) -> Node {
     let addresses: Vec<_> = ips
@@ -68,14 +70,17 @@ fn outcome(m: &BootstrapMatch) -> String {
     }
 }
 
+/// (case, records as in [`merged`], other Nodes and their addresses, expected [`outcome`]).
+type Case = (
+    &'static str,
+    &'static [(&'static str, &'static str, &'static str, &'static str, u64)],
+    &'static [(&'static str, &'static [&'static str])],
+    &'static str,
+);
+
 #[test]
 fn matching_rules_table() {
-    let cases: &[(
-        &str,
-        &[(&str, &str, &str, &str, u64)],
-        &[(&str, &[&str])],
-        &str,
-    )] = &[
+    let cases: &[Case] = &[
         (
             "one replica served the node",
             &[("a", "10.0.0.5", "worker", "rendered-worker-1", JOINED - 60)],
@@ -91,13 +96,7 @@ fn matching_rules_table() {
         ),
         (
             "served after the node joined (beyond the skew): another machine reused the address",
-            &[(
-                "a",
-                "10.0.0.5",
-                "worker",
-                "rendered-worker-1",
-                JOINED + CLOCK_SKEW.as_secs() + 1,
-            )],
+            &[("a", "10.0.0.5", "worker", "rendered-worker-1", TOO_LATE)],
             &[],
             "none",
         ),
