@@ -245,7 +245,9 @@ fn full_objects() -> Vec<Value> {
                      "renderedImagePushSpec": "registry.example.com/x:latest",
                      "imageBuilder": {"imageBuilderType": "Job"}},
             "status": {"currentImagePullSpec": "registry.example.com/x@sha256:cccc",
-                       "machineOSBuild": {"name": "b"}, "observedGeneration": 2}
+                       "machineOSBuild": {"group": "machineconfiguration.openshift.io",
+                                          "resource": "machineosbuilds", "name": "b"},
+                       "observedGeneration": 2}
         }),
     ]
 }

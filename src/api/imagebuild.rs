@@ -38,6 +38,24 @@ pub struct NameRef {
     pub name: String,
 }
 
+/// A reference by group, resource, namespace and name (openshift/api `ObjectReference`, e.g.
+/// `MachineOSConfig.status.machineOSBuild`); the CRD requires `group`, `resource` and `name`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ObjectReference {
+    #[serde(rename = "group", default)]
+    pub group: String,
+    #[serde(rename = "resource", default)]
+    pub resource: String,
+    #[serde(
+        rename = "namespace",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub namespace: String,
+    #[serde(rename = "name", default)]
+    pub name: String,
+}
+
 /// `MachineOSConfig.spec`: which pool is layered, and where its images are pushed.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
@@ -75,7 +93,7 @@ pub struct MachineOSConfigStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub machine_os_build: Option<NameRef>,
+    pub machine_os_build: Option<ObjectReference>,
     #[serde(
         rename = "observedGeneration",
         default,

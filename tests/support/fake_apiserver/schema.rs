@@ -626,7 +626,14 @@ impl Validator {
     ) {
         if let Some(Value::Array(required)) = schema.get("required") {
             for field in required.iter().filter_map(Value::as_str) {
-                if map.get(field).is_none_or(Value::is_null) {
+                // Presence is what counts: a null that a nullable property keeps is there.
+                let nullable = schema
+                    .pointer(&format!(
+                        "/properties/{}",
+                        field.replace('~', "~0").replace('/', "~1")
+                    ))
+                    .is_some_and(|p| is_true(p, "nullable"));
+                if map.get(field).is_none_or(|v| v.is_null() && !nullable) {
                     self.causes.push(Cause {
                         reason: "FieldValueRequired".into(),
                         message: "Required value".into(),
