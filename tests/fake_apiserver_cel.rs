@@ -416,6 +416,25 @@ fn kubernetes_library_functions_follow_kubernetes() {
     assert!(holds("self.replace('b', 'x') == 'axc'", "abc"));
     assert!(holds("size(self) == 2", "éé"));
     assert!(holds("self.matches('^[0-9A-Za-z_.:/=+-@ ]+$')", "a b"));
+    // `&&` and `||` absorb errors the way CEL's do, whichever side errs.
+    let object = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+    let verdict = |text: &str| {
+        check_rule(&rule(text), &object, &json!({}), None)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_iter()
+            .map(|c| c.message)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(verdict("self.a == 'x' || true"), Vec::<String>::new());
+    assert!(verdict("true || self.a == 'x'").is_empty());
+    assert_eq!(
+        verdict("self.a == 'x' && false"),
+        [r#"Invalid value: "object": failed rule: self.a == 'x' && false"#]
+    );
+    assert_eq!(
+        verdict("self.a == 'x' || false"),
+        [r#"Invalid value: "object": no such key: a evaluating rule: self.a == 'x' || false"#]
+    );
     // A runtime error Kubernetes also raises is a 422 cause, not a crash.
     let causes =
         check_rule(&rule("ip(self).family() == 4"), &string, &json!("x"), None).expect("422");

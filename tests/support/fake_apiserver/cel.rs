@@ -28,9 +28,10 @@
 //! Never "valid" by accident: a rule that does not parse, calls a function this module does not
 //! provide, or fails in a way only an incomplete evaluator would (a panic, an unsupported
 //! operand) is an [`Unsupported`] error: the server answers 500 naming the rule and records it
-//! ([`take_failures`]), and `FakeApiServer` fails the test when it is dropped. Left out:
-//! runtime cost budgets, CEL's commutative `&&`/`||` error absorption (errors propagate left to
-//! right), set/map-list equality ignoring order, and escaping of property names.
+//! ([`take_failures`]), and `FakeApiServer` fails the test when it is dropped. `&&` and `||`
+//! absorb errors as CEL's do (`error || true` is true). Left out: runtime cost budgets, error
+//! absorption across the iterations of `all`/`exists` (an error ends the macro), set/map-list
+//! equality ignoring order, and escaping of property names.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -38,7 +39,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cel_interpreter::extractors::This;
 use cel_interpreter::objects::Key;
-use cel_interpreter::{Context, ExecutionError, FunctionContext, Program, Value as Cel};
+use cel_interpreter::{Context, ExecutionError, FunctionContext, IdedExpr, Value as Cel};
 use serde_json::Value;
 
 use super::status::Cause;
@@ -145,7 +146,7 @@ fn schema_rules(schema: &Value) -> Vec<Rule> {
 }
 
 struct Compiled {
-    program: Program,
+    expression: IdedExpr,
     uses_old_self: bool,
 }
 
@@ -170,10 +171,11 @@ fn compiled(rule: &str) -> Result<Arc<Compiled>, String> {
 }
 
 fn compile_uncached(rule: &str) -> Result<Arc<Compiled>, String> {
-    let program = std::panic::catch_unwind(|| Program::compile(rule))
+    let mut expression = std::panic::catch_unwind(|| cel_parser::Parser::default().parse(rule))
         .map_err(|_| "the CEL parser panicked".to_string())?
         .map_err(|e| format!("parse error: {e}"))?;
-    let references = program.references();
+    absorb_errors_in_logic(&mut expression);
+    let references = expression.references();
     let mut unknown: Vec<&str> = references
         .functions()
         .into_iter()
@@ -184,14 +186,104 @@ fn compile_uncached(rule: &str) -> Result<Arc<Compiled>, String> {
         return Err(format!("undeclared function(s): {}", unknown.join(", ")));
     }
     let uses_old_self = references.has_variable("oldSelf");
+    drop(references);
     Ok(Arc::new(Compiled {
-        program,
+        expression,
         uses_old_self,
     }))
 }
 
+/// CEL's `&&` and `||` are commutative over errors (`error || true` is true, `error && false`
+/// is false); the interpreter's own operators propagate the left error. Route them to
+/// [`logical_and`] and [`logical_or`] instead.
+fn absorb_errors_in_logic(expr: &mut IdedExpr) {
+    use cel_parser::ast::{EntryExpr, Expr};
+    match &mut expr.expr {
+        Expr::Call(call) => {
+            if call.args.len() == 2 && call.target.is_none() {
+                let renamed = match call.func_name.as_str() {
+                    "_&&_" => Some(LOGICAL_AND),
+                    "_||_" => Some(LOGICAL_OR),
+                    _ => None,
+                };
+                if let Some(name) = renamed {
+                    call.func_name = name.to_string();
+                    // The interpreter evaluates the first of exactly two arguments before it
+                    // looks the function up; a third (unused) one keeps both unevaluated.
+                    let pad = IdedExpr {
+                        id: expr.id,
+                        expr: Expr::Literal(cel_parser::reference::Val::Null),
+                    };
+                    call.args.push(pad);
+                }
+            }
+            if let Some(target) = &mut call.target {
+                absorb_errors_in_logic(target);
+            }
+            call.args.iter_mut().for_each(absorb_errors_in_logic);
+        }
+        Expr::Comprehension(c) => {
+            for part in [
+                &mut c.iter_range,
+                &mut c.accu_init,
+                &mut c.loop_cond,
+                &mut c.loop_step,
+                &mut c.result,
+            ] {
+                absorb_errors_in_logic(part);
+            }
+        }
+        Expr::Select(select) => absorb_errors_in_logic(&mut select.operand),
+        Expr::List(list) => list.elements.iter_mut().for_each(absorb_errors_in_logic),
+        Expr::Map(map) => {
+            for entry in &mut map.entries {
+                if let EntryExpr::MapEntry(e) = &mut entry.expr {
+                    absorb_errors_in_logic(&mut e.key);
+                    absorb_errors_in_logic(&mut e.value);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+const LOGICAL_AND: &str = "@k8s_and";
+const LOGICAL_OR: &str = "@k8s_or";
+
+/// CEL `&&`: false if either side is false, else the first error, else true.
+fn logical_and(ftx: &FunctionContext, left: IdedExpr, right: IdedExpr, _pad: IdedExpr) -> Outcome {
+    logical(ftx, &left, &right, false)
+}
+
+/// CEL `||`: true if either side is true, else the first error, else false.
+fn logical_or(ftx: &FunctionContext, left: IdedExpr, right: IdedExpr, _pad: IdedExpr) -> Outcome {
+    logical(ftx, &left, &right, true)
+}
+
+fn logical(ftx: &FunctionContext, left: &IdedExpr, right: &IdedExpr, decisive: bool) -> Outcome {
+    let as_bool = |expr: &IdedExpr| -> Result<bool, ExecutionError> {
+        match Cel::resolve(expr, ftx.ptx)? {
+            Cel::Bool(b) => Ok(b),
+            other => Err(ftx.error(format!("no such overload: logical operator on {other:?}"))),
+        }
+    };
+    let left = as_bool(left);
+    if left.as_ref().ok() == Some(&decisive) {
+        return Ok(Cel::Bool(decisive));
+    }
+    let right = as_bool(right);
+    if right.as_ref().ok() == Some(&decisive) {
+        return Ok(Cel::Bool(decisive));
+    }
+    left?;
+    right?;
+    Ok(Cel::Bool(!decisive))
+}
+
 /// Operators the interpreter evaluates itself (macros expand to these).
 const OPERATORS: &[&str] = &[
+    LOGICAL_AND,
+    LOGICAL_OR,
     "_?_:_",
     "_&&_",
     "_||_",
@@ -279,6 +371,8 @@ const FORMAT_KEY: &str = "\u{0}format";
 fn library() -> Context<'static> {
     let mut ctx = Context::default();
     ctx.add_variable_from_value("format", marker(FORMAT_KEY, ""));
+    ctx.add_function(LOGICAL_AND, logical_and);
+    ctx.add_function(LOGICAL_OR, logical_or);
     ctx.add_function("size", size);
     ctx.add_function("matches", matches);
     ctx.add_function("timestamp", timestamp);
@@ -883,9 +977,10 @@ impl Walk {
             let mut scope = root().new_inner_scope();
             scope.add_variable_from_value("self", this.clone());
             scope.add_variable_from_value("oldSelf", previous.clone().unwrap_or(Cel::Null));
-            let outcome =
-                std::panic::catch_unwind(AssertUnwindSafe(|| compiled.program.execute(&scope)))
-                    .map_err(|_| unsupported(&rule, "the evaluator panicked".to_string()))?;
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                Cel::resolve(&compiled.expression, &scope)
+            }))
+            .map_err(|_| unsupported(&rule, "the evaluator panicked".to_string()))?;
             let passed = match outcome {
                 Ok(Cel::Bool(b)) => b,
                 Ok(other) => {
@@ -937,8 +1032,10 @@ impl Walk {
 /// multi-line string (Kubernetes then falls back to the message).
 fn message_expression(expression: &str, scope: &Context) -> Result<Option<String>, String> {
     let compiled = compiled(expression).map_err(|e| format!("messageExpression: {e}"))?;
-    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| compiled.program.execute(scope)))
-        .map_err(|_| "messageExpression: the evaluator panicked".to_string())?;
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        Cel::resolve(&compiled.expression, scope)
+    }))
+    .map_err(|_| "messageExpression: the evaluator panicked".to_string())?;
     Ok(match outcome {
         Ok(Cel::String(s)) => {
             let trimmed = s.trim();
