@@ -298,7 +298,8 @@ impl Store {
         }
     }
 
-    /// POST: creates an object. Status is dropped for resources with a status subresource.
+    /// POST: creates an object. Status is dropped for resources with a status subresource
+    /// (except Nodes, as in Kubernetes).
     pub fn create(
         &mut self,
         def: &ResourceDef,
@@ -341,7 +342,10 @@ impl Store {
             name,
         };
         set_namespace(def, &target, &mut object)?;
-        if def.status_subresource {
+        // Nodes keep their status on create (the kubelet registers a Node with its addresses;
+        // Kubernetes' node strategy does not clear status in PrepareForCreate).
+        let keeps_status = def.group.is_empty() && def.plural == "nodes";
+        if def.status_subresource && !keeps_status {
             remove_field(&mut object, "status");
         }
         if self.get(id, namespace, &target.name).is_some() {

@@ -1,0 +1,470 @@
+//! Three real `machine-config-server start` processes behind one address, as the DaemonSet runs
+//! them behind `api-int:22623`: every joining node's MachineConfigNode carries the bootstrap
+//! record of the replica that actually served it, whichever replica leads, also after the
+//! leader is killed (SIGKILL) and after the next leader is stopped (SIGTERM).
+//!
+//! A round-robin TCP proxy in this test keeps the client's address as a cloud network load
+//! balancer does: each machine connects from its own loopback address (127.10.0.x), and the
+//! proxy binds its upstream socket to that same address before connecting to the replica it
+//! chose, so the replica sees the machine's address. The test knows from the proxy which
+//! replica served which machine, and from the served bytes which rendered config it got.
+
+#[path = "cluster_support/mod.rs"]
+mod cluster_support;
+#[path = "support/mcs.rs"]
+mod mcs;
+mod support;
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cluster_support::{load_realistic_cluster, token_dir, APISERVER_URL, MCO_NAMESPACE};
+use machine_config_server::mcn;
+use mcs::{poll, Server};
+use serde_json::{json, Value};
+use support::fake_apiserver::{FakeApiServer, Options, RequestRecord};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+const MACHINES: usize = 30;
+const REPLICAS: usize = 3;
+const LEASE_NAME: &str = "machine-config-server-mcn-publisher";
+const RECORDS: &str = mcn::exchange::DEFAULT_NAME;
+const ANNOTATION: &str = "mcs.machineconfiguration.openshift.io/";
+const IGNITION_3_5: &str = "application/vnd.coreos.ignition+json;version=3.5.0";
+
+/// Replica `i`: its pod name (lease identity) and node name (its records' name).
+fn names(i: usize) -> (String, String) {
+    (format!("mcs-pod-{i}"), format!("master-{i}"))
+}
+
+fn start_replica(api: &FakeApiServer, tokens: &tempfile::TempDir, i: usize) -> Server {
+    let kubeconfig = api.kubeconfig_file().to_str().unwrap().to_string();
+    let tokens = tokens.path().to_str().unwrap().to_string();
+    let (pod, node) = names(i);
+    Server::start_with_env(
+        &[
+            "start",
+            "--kubeconfig",
+            &kubeconfig,
+            "--apiserver-url",
+            APISERVER_URL,
+            "--bootstrap-token-dir",
+            &tokens,
+        ],
+        &[
+            ("POD_NAME", pod.as_str()),
+            (mcn::ENV_NODE_NAME, node.as_str()),
+            (mcn::ENV_LEASE_DURATION_MS, "3000"),
+            (mcn::ENV_RENEW_PERIOD_MS, "500"),
+            (mcn::ENV_RENEW_DEADLINE_MS, "2000"),
+            (mcn::ENV_RETRY_PERIOD_MS, "300"),
+            (mcn::ENV_RESYNC_MS, "500"),
+            (mcn::ENV_RECORDS_FLUSH_MS, "200"),
+        ],
+    )
+}
+
+/// Machine `i`'s own address.
+fn machine_address(i: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 10, 0, u8::try_from(i + 1).unwrap()))
+}
+
+fn machine_name(i: usize) -> String {
+    format!("worker-ha-{i}")
+}
+
+/// A round-robin proxy that connects upstream from the client's own address. Returns its
+/// address; `choices` gets (client address, upstream index) per connection.
+async fn start_proxy(
+    upstreams: Vec<SocketAddr>,
+    choices: Arc<Mutex<Vec<(IpAddr, usize)>>>,
+) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut next = 0usize;
+        loop {
+            let Ok((mut client, peer)) = listener.accept().await else {
+                return;
+            };
+            let chosen = next % upstreams.len();
+            next += 1;
+            choices.lock().unwrap().push((peer.ip(), chosen));
+            let upstream = upstreams[chosen];
+            tokio::spawn(async move {
+                let socket = TcpSocket::new_v4().unwrap();
+                socket.bind(SocketAddr::new(peer.ip(), 0)).unwrap();
+                let Ok(mut server) = socket.connect(upstream).await else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+            });
+        }
+    });
+    address
+}
+
+/// `GET /config/worker` through `proxy`, connecting from `from`.
+async fn fetch_config(proxy: SocketAddr, from: IpAddr) -> mcs::Response {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::new(from, 0)).unwrap();
+    let mut stream: TcpStream = socket.connect(proxy).await.unwrap();
+    stream
+        .write_all(&mcs::request_bytes(
+            "GET",
+            "/config/worker",
+            &[("Accept", IGNITION_3_5)],
+        ))
+        .await
+        .unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.unwrap();
+    mcs::parse_response(&raw, false).unwrap()
+}
+
+/// The rendered config named in the served config's node annotations file.
+fn served_rendered_config(config: &Value) -> String {
+    let files = mcs::served_files(config);
+    let (_, annotations) = files
+        .iter()
+        .find(|(path, _)| path == "/etc/machine-config-daemon/node-annotations.json")
+        .expect("the served config carries the node annotations");
+    let annotations: Value = serde_json::from_slice(annotations).unwrap();
+    annotations["machineconfiguration.openshift.io/currentConfig"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn worker_node(name: &str, ip: IpAddr) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "node-role.kubernetes.io/worker": ""
+        }},
+        "status": {"addresses": [
+            {"type": "InternalIP", "address": ip.to_string()},
+            {"type": "Hostname", "address": name}
+        ]}
+    })
+}
+
+fn lease_holder(api: &FakeApiServer) -> Option<String> {
+    let lease = api.get("Lease", Some(MCO_NAMESPACE), LEASE_NAME)?;
+    lease["spec"]["holderIdentity"]
+        .as_str()
+        .filter(|holder| !holder.is_empty())
+        .map(str::to_string)
+}
+
+/// Records in the shared ConfigMap, per replica key.
+fn published_records(api: &FakeApiServer) -> BTreeMap<String, usize> {
+    let Some(object) = api.get("ConfigMap", Some(MCO_NAMESPACE), RECORDS) else {
+        return BTreeMap::new();
+    };
+    object["data"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(replica, text)| {
+            let value: Value = serde_json::from_str(text.as_str().unwrap()).unwrap();
+            (replica.clone(), value["served"].as_array().unwrap().len())
+        })
+        .collect()
+}
+
+/// A metric's value on one replica (0 when absent).
+fn metric(server: &Server, line_prefix: &str) -> f64 {
+    let body = mcs::request(server.metrics, None, "GET", "/metrics", &[]).body;
+    String::from_utf8_lossy(&body)
+        .lines()
+        .filter(|line| line.starts_with(line_prefix))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn annotation(mcn: &Value, key: &str) -> Option<String> {
+    mcn["metadata"]["annotations"][format!("{ANNOTATION}{key}")]
+        .as_str()
+        .map(str::to_string)
+}
+
+fn is_write(r: &RequestRecord) -> bool {
+    matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete") && r.status < 300
+}
+
+/// Creates the Nodes of `machines` at once and waits until each MCN carries a bootstrap record;
+/// returns the time from each Node's creation to its MCN showing the record.
+fn join_and_wait(api: &FakeApiServer, machines: std::ops::Range<usize>) -> Vec<Duration> {
+    let mut created: HashMap<String, Instant> = HashMap::new();
+    for i in machines.clone() {
+        let name = machine_name(i);
+        api.create(&worker_node(&name, machine_address(i))).unwrap();
+        created.insert(name, Instant::now());
+    }
+    let mut latencies = Vec::new();
+    let deadline = Instant::now() + DEADLINE;
+    while !created.is_empty() {
+        created.retain(|name, at| {
+            let done = api
+                .get("MachineConfigNode", None, name)
+                .is_some_and(|mcn| annotation(&mcn, "bootstrap-served-at").is_some());
+            if done {
+                latencies.push(at.elapsed());
+            }
+            !done
+        });
+        assert!(
+            Instant::now() < deadline,
+            "MCNs without a bootstrap record after {DEADLINE:?}: {:?}; one of them: {:#}",
+            created.keys().collect::<Vec<_>>(),
+            created
+                .keys()
+                .next()
+                .and_then(|name| api.get("MachineConfigNode", None, name))
+                .unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    latencies
+}
+
+fn summary(latencies: &[Duration]) -> String {
+    let mut sorted = latencies.to_vec();
+    sorted.sort();
+    format!(
+        "median {:?}, max {:?}",
+        sorted[sorted.len() / 2],
+        sorted[sorted.len() - 1]
+    )
+}
+
+#[test]
+fn every_joining_node_gets_the_record_of_the_replica_that_served_it() {
+    let started = Instant::now();
+    let api = FakeApiServer::start(Options::default());
+    load_realistic_cluster(&api);
+    let tokens = token_dir();
+    let mut replicas: Vec<Option<Server>> = (0..REPLICAS)
+        .map(|i| Some(start_replica(&api, &tokens, i)))
+        .collect();
+    for server in replicas.iter().flatten() {
+        poll("replica ready", DEADLINE, || {
+            (mcs::request(server.metrics, None, "GET", "/readyz", &[]).status == 200).then_some(())
+        });
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let choices = Arc::new(Mutex::new(Vec::new()));
+    let upstreams = replicas
+        .iter()
+        .flatten()
+        .map(|server| server.insecure)
+        .collect();
+    let proxy = runtime.block_on(start_proxy(upstreams, choices.clone()));
+
+    // 30 machines boot through the load balancer.
+    let mut served_config: HashMap<usize, String> = HashMap::new();
+    for i in 0..MACHINES {
+        let response = runtime.block_on(fetch_config(proxy, machine_address(i)));
+        assert_eq!(
+            response.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&response.body)
+        );
+        served_config.insert(i, served_rendered_config(&response.json()));
+    }
+    let served_by: HashMap<IpAddr, usize> = choices.lock().unwrap().iter().copied().collect();
+    assert_eq!(served_by.len(), MACHINES);
+    for replica in 0..REPLICAS {
+        assert_eq!(
+            served_by.values().filter(|r| **r == replica).count(),
+            MACHINES / REPLICAS,
+            "round robin spreads the machines"
+        );
+    }
+
+    // Every replica publishes what it served (batched), and the leader merges all of it.
+    poll("all records published", DEADLINE, || {
+        let published = published_records(&api);
+        (published.values().sum::<usize>() == MACHINES && published.len() == REPLICAS).then_some(())
+    });
+    poll("the leader merging every record", DEADLINE, || {
+        replicas
+            .iter()
+            .flatten()
+            .any(|s| metric(s, "mcs_mcn_bootstrap_records_merged ") == MACHINES as f64)
+            .then_some(())
+    });
+    eprintln!(
+        "published records per replica: {:?}",
+        published_records(&api)
+    );
+    let writes_before_nodes = api.requests().iter().filter(|r| is_write(r)).count();
+
+    let leader_index = |api: &FakeApiServer, replicas: &[Option<Server>]| {
+        let holder = poll("a lease holder", DEADLINE, || lease_holder(api));
+        replicas
+            .iter()
+            .enumerate()
+            .find_map(|(i, s)| {
+                let s = s.as_ref()?;
+                (holder == format!("{}_{}", names(i).0, s.pid())).then_some(i)
+            })
+            .unwrap_or_else(|| panic!("lease holder {holder} is no running replica"))
+    };
+
+    // Half the nodes join with three replicas running.
+    let first_leader = leader_index(&api, &replicas);
+    let with_three = join_and_wait(&api, 0..MACHINES / 2);
+
+    // The leader is killed outright (no final write, no lease release); the next nodes must get
+    // their records from the survivors, including those the dead leader served.
+    let killed = replicas[first_leader].take().unwrap();
+    let status = std::process::Command::new("kill")
+        .arg("-KILL")
+        .arg(killed.pid().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let after_kill_at = Instant::now();
+    let after_kill = join_and_wait(&api, MACHINES / 2..MACHINES * 4 / 5);
+    let failover = after_kill_at.elapsed();
+
+    // The next leader is stopped (SIGTERM: final write, lease released); the last replica
+    // alone publishes the rest, with the records of two replicas that are gone.
+    let second_leader = leader_index(&api, &replicas);
+    assert_ne!(second_leader, first_leader);
+    let mut stopped = replicas[second_leader].take().unwrap();
+    stopped.terminate();
+    assert!(
+        stopped.wait_exit(DEADLINE).success(),
+        "{}",
+        stopped.output()
+    );
+    let after_stop = join_and_wait(&api, MACHINES * 4 / 5..MACHINES);
+    let last = replicas.iter().flatten().next().unwrap();
+
+    // Every MCN carries the record of the replica that served its machine, and nothing else.
+    let mut correct = 0;
+    for i in 0..MACHINES {
+        let name = machine_name(i);
+        let mcn = api.get("MachineConfigNode", None, &name).unwrap();
+        let expected_replica = names(served_by[&machine_address(i)]).1;
+        assert_eq!(
+            annotation(&mcn, "bootstrap-served-by").as_deref(),
+            Some(expected_replica.as_str()),
+            "{name}: {mcn:#}"
+        );
+        assert_eq!(
+            annotation(&mcn, "bootstrap-address"),
+            Some(machine_address(i).to_string())
+        );
+        assert_eq!(
+            annotation(&mcn, "bootstrap-rendered-config").as_deref(),
+            Some(served_config[&i].as_str())
+        );
+        assert_eq!(
+            annotation(&mcn, "bootstrap-pool").as_deref(),
+            Some("worker")
+        );
+        assert_eq!(annotation(&mcn, "bootstrap-also-served-by"), None);
+        assert_eq!(annotation(&mcn, "bootstrap-source-unknown"), None);
+        correct += 1;
+    }
+
+    // Each MCN was written once (its create, record included) plus its initial status: never
+    // twice, so never with conflicting data, across both leader changes.
+    let requests = api.requests();
+    for i in 0..MACHINES {
+        let name = machine_name(i);
+        let writes: Vec<&RequestRecord> = requests
+            .iter()
+            .filter(|r| {
+                r.resource == "machineconfignodes"
+                    && r.name.as_deref() == Some(name.as_str())
+                    && is_write(r)
+            })
+            .collect();
+        let main = writes.iter().filter(|r| r.subresource.is_none()).count();
+        let status = writes
+            .iter()
+            .filter(|r| r.subresource.as_deref() == Some("status"))
+            .count();
+        assert_eq!((main, status), (1, 1), "{name}: {writes:#?}");
+        let mcn = api.get("MachineConfigNode", None, &name).unwrap();
+        let appliers: Vec<&Value> = mcn["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|entry| entry["subresource"].as_str().unwrap_or_default().is_empty())
+            .collect();
+        assert_eq!(
+            appliers.len(),
+            1,
+            "{name}: one writer of the MCN: {appliers:#?}"
+        );
+        assert_eq!(appliers[0]["manager"], mcn::FIELD_MANAGER);
+    }
+
+    // Bounded writes: per node, its two MCN writes; the replicas' record writes are batched.
+    let node_phase: Vec<&RequestRecord> = requests
+        .iter()
+        .filter(|r| is_write(r))
+        .skip(writes_before_nodes)
+        .collect();
+    let count = |resource: &str| node_phase.iter().filter(|r| r.resource == resource).count();
+    let (mcn_writes, record_writes, lease_writes) = (
+        count("machineconfignodes"),
+        count("configmaps"),
+        count("leases"),
+    );
+    let record_writes_total = requests
+        .iter()
+        .filter(|r| is_write(r) && r.resource == "configmaps")
+        .count();
+    assert_eq!(mcn_writes, 2 * MACHINES);
+    assert!(
+        record_writes <= MACHINES,
+        "{record_writes} record writes for {MACHINES} nodes"
+    );
+    // The records of joined nodes are settled: the survivor keeps none of its own.
+    let (_, last_name) = names(
+        replicas
+            .iter()
+            .position(|s| s.is_some())
+            .expect("one replica left"),
+    );
+    poll("the survivor's settled records gone", DEADLINE, || {
+        (published_records(&api).get(&last_name) == Some(&0)).then_some(())
+    });
+    assert!(metric(last, "mcs_mcn_bootstrap_records_total{event=\"matched\"") >= 1.0);
+    assert!(metric(last, "mcs_mcn_bootstrap_records_total{event=\"published\"") >= 1.0);
+
+    let all: Vec<Duration> = [&with_three[..], &after_kill[..], &after_stop[..]].concat();
+    eprintln!(
+        "machines joined: {MACHINES}; MCNs with the correct record: {correct}/{MACHINES}\n\
+         API writes while nodes joined: {} ({:.2} per node: MCN {:.2}, served records {:.2}, lease {:.2}); served-record writes over the whole run: {record_writes_total}\n\
+         Node -> MCN with record: three replicas {}; after SIGKILL of the leader {} (first after kill {:?} incl. failover {:?}); after SIGTERM of the next {}; all {}\n\
+         test took {:?}",
+        node_phase.len(),
+        node_phase.len() as f64 / MACHINES as f64,
+        mcn_writes as f64 / MACHINES as f64,
+        record_writes as f64 / MACHINES as f64,
+        lease_writes as f64 / MACHINES as f64,
+        summary(&with_three),
+        summary(&after_kill),
+        after_kill.iter().min().unwrap(),
+        failover,
+        summary(&after_stop),
+        summary(&all),
+        started.elapsed()
+    );
+}
