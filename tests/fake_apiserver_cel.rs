@@ -435,6 +435,19 @@ fn kubernetes_library_functions_follow_kubernetes() {
         verdict("self.a == 'x' || false"),
         [r#"Invalid value: "object": no such key: a evaluating rule: self.a == 'x' || false"#]
     );
+    // Property names as Kubernetes escapes them for CEL.
+    let escaped = json!({"type": "object", "properties": {
+        "foo-bar": {"type": "string"}, "namespace": {"type": "string"}, "a__b": {"type": "string"},
+    }});
+    let escaped_holds = |text: &str| {
+        let value = json!({"foo-bar": "x", "namespace": "ns", "a__b": "y"});
+        check_rule(&rule(text), &escaped, &value, None)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .is_empty()
+    };
+    assert!(escaped_holds("self.foo__dash__bar == 'x'"));
+    assert!(escaped_holds("self.__namespace__ == 'ns'"));
+    assert!(escaped_holds("self.a__underscores__b == 'y'"));
     // A runtime error Kubernetes also raises is a 422 cause, not a crash.
     let causes =
         check_rule(&rule("ip(self).family() == 4"), &string, &json!("x"), None).expect("422");

@@ -30,8 +30,9 @@
 //! operand) is an [`Unsupported`] error: the server answers 500 naming the rule and records it
 //! ([`take_failures`]), and `FakeApiServer` fails the test when it is dropped. `&&` and `||`
 //! absorb errors as CEL's do (`error || true` is true). Left out: runtime cost budgets, error
-//! absorption across the iterations of `all`/`exists` (an error ends the macro), set/map-list
-//! equality ignoring order, and escaping of property names.
+//! absorption across the iterations of `all`/`exists` (an error ends the macro) and set/map-list
+//! equality ignoring order. Declared property names are escaped as Kubernetes escapes them
+//! (`foo-bar` is `self.foo__dash__bar`, `namespace` is `self.__namespace__`).
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -797,14 +798,67 @@ pub fn to_cel(value: &Value, schema: Option<&Value>) -> Cel {
                 .filter(|s| s.is_object());
             let converted: HashMap<String, Cel> = map
                 .iter()
-                .map(|(k, v)| {
-                    let child = props.and_then(|p| p.get(k)).or(additional);
-                    (k.clone(), to_cel(v, child))
+                .filter_map(|(k, v)| match props.and_then(|p| p.get(k)) {
+                    // Declared properties are CEL fields: escaped, or invisible when they
+                    // cannot be (Kubernetes leaves those out of the object type).
+                    Some(child) => escape_property(k).map(|name| (name, to_cel(v, Some(child)))),
+                    None => Some((k.clone(), to_cel(v, additional))),
                 })
                 .collect();
             Cel::from(converted)
         }
     }
+}
+
+/// Kubernetes' property-name escaping for CEL: reserved words become `__word__`; `__`, `.`,
+/// `-` and `/` become `__underscores__`, `__dot__`, `__dash__`, `__slash__`; a name that starts
+/// with a digit or holds any other character has no CEL name (`None`).
+pub fn escape_property(name: &str) -> Option<String> {
+    const RESERVED: &[&str] = &[
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
+    ];
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    if RESERVED.contains(&name) {
+        return Some(format!("__{name}__"));
+    }
+    let mut out = String::with_capacity(name.len());
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '_' if chars.peek() == Some(&'_') => {
+                chars.next();
+                out.push_str("__underscores__");
+            }
+            '.' => out.push_str("__dot__"),
+            '-' => out.push_str("__dash__"),
+            '/' => out.push_str("__slash__"),
+            c if c.is_ascii_alphanumeric() || c == '_' => out.push(c),
+            _ => return None,
+        }
+    }
+    Some(out)
 }
 
 /// Evaluates every rule of `schema` (a CRD's `openAPIV3Schema`) on `new`, with `old` on
