@@ -22,7 +22,7 @@ use cluster_support::{load_realistic_cluster, token_dir, APISERVER_URL};
 use mcs::{poll, Server};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use support::fake_apiserver::{FakeApiServer, Options, RequestRecord};
+use support::api_server::{ApiServer, Options, RequestRecord};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 const SERVICE_ACCOUNT: (&str, &str) =
@@ -167,7 +167,7 @@ fn rbac_grants_exactly_the_calls_the_server_makes() {
     ] {
         std::env::set_var(key, millis);
     }
-    let api = FakeApiServer::start(Options::default());
+    let api = ApiServer::start(Options::default());
     load_realistic_cluster(&api);
     let tokens = token_dir();
     let kubeconfig = api.kubeconfig_file().to_str().unwrap().to_string();

@@ -21,7 +21,7 @@ use machine_config_server::source::cluster::{
     self, ClusterObserver, ClusterSettings, ClusterSource,
 };
 use serde_json::json;
-use support::fake_apiserver::{FakeApiServer, Options};
+use support::api_server::{ApiServer, Options};
 use tokio::sync::oneshot;
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -55,7 +55,7 @@ impl Recorder {
 }
 
 struct Harness {
-    api: FakeApiServer,
+    api: ApiServer,
     source: Option<ClusterSource>,
     observer: Arc<Recorder>,
     token_dir: tempfile::TempDir,
@@ -73,7 +73,7 @@ impl Harness {
 
     /// The API server and the token directory, without the source.
     fn new(options: Options) -> Harness {
-        let api = FakeApiServer::start(options);
+        let api = ApiServer::start(options);
         load_realistic_cluster(&api);
         let token_dir = token_dir();
         Harness {
@@ -174,7 +174,7 @@ fn kubeconfig_parts(snapshot: &Snapshot) -> (String, Vec<u8>) {
     (token, ca)
 }
 
-fn new_rendered_config(api: &FakeApiServer, name: &str) {
+fn new_rendered_config(api: &ApiServer, name: &str) {
     copy_rendered_config(api, WORKER_RENDERED, name);
 }
 
@@ -376,6 +376,12 @@ async fn token_and_ca_rotation_is_picked_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_outage_keeps_the_last_state_and_recovers_with_a_relist() {
+    if support::api_server::skip_on_real(
+        "cluster_source::api_outage_keeps_the_last_state_and_recovers_with_a_relist",
+        support::api_server::OUTAGE_WRITES,
+    ) {
+        return;
+    }
     let harness = Harness::start(Options::default()).await;
     let before = harness.ready().await;
 

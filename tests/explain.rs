@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use support::fake_apiserver::{FakeApiServer, Options};
+use support::api_server::{ApiServer, Options};
 
 const BIN: &str = env!("CARGO_BIN_EXE_machine-config-server");
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/bootstrap");
@@ -469,8 +469,8 @@ use support::CONTROLLER_CONFIG;
 /// The realistic fixture as cluster objects, with `worker` mid-rollout (a node already runs
 /// the newest render), a pool `infra` whose current render is gone, and `layered-worker` with
 /// a succeeded image build that one of its nodes runs.
-fn fake_cluster() -> FakeApiServer {
-    let api = FakeApiServer::start(Options::default());
+fn fake_cluster() -> ApiServer {
+    let api = ApiServer::start(Options::default());
     for dir in ["machine-configs", "machine-pools"] {
         if let Err(e) = api.load_yaml_dir(format!("{}/{dir}", full())) {
             panic!("loading {dir}: {e}");
@@ -564,7 +564,7 @@ fn token_dir() -> tempfile::TempDir {
     dir
 }
 
-fn explain_cluster(api: &FakeApiServer, tokens: &Path, extra: &[&str]) -> Run {
+fn explain_cluster(api: &ApiServer, tokens: &Path, extra: &[&str]) -> Run {
     let mut args = vec![
         "--kubeconfig",
         api.kubeconfig_file().to_str().expect("utf-8"),
@@ -687,7 +687,7 @@ fn cluster_mode_explains_selection_layered_decision_and_failures() {
 
 #[test]
 fn cluster_mode_without_an_api_server_explains_the_503() {
-    let api = FakeApiServer::start(Options::default());
+    let api = ApiServer::start(Options::default());
     let kubeconfig = api.kubeconfig_file().to_path_buf();
     let copy = tempfile::tempdir().expect("tempdir");
     let kubeconfig_copy = copy.path().join("kubeconfig");

@@ -23,7 +23,7 @@ use machine_config_server::server::admin::{admin_router, AdminState};
 use machine_config_server::server::{router, AppState};
 use machine_config_server::source::cluster::{self, ClusterSettings, ClusterSource};
 use serde_json::{json, Value};
-use support::fake_apiserver::{FakeApiServer, Options};
+use support::api_server::{ApiServer, Options};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 /// The promise: a node finishing its update switches what new nodes get this fast.
@@ -279,7 +279,7 @@ fn node(name: &str, pool: &str, rendered: &str, image: Option<&str>, state: &str
 }
 
 struct Cluster {
-    api: FakeApiServer,
+    api: ApiServer,
     source: Option<ClusterSource>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     app: axum::Router,
@@ -289,7 +289,7 @@ struct Cluster {
 
 impl Cluster {
     async fn start() -> Cluster {
-        let api = FakeApiServer::start(Options::default());
+        let api = ApiServer::start(Options::default());
         if let Err(e) = api.load_yaml_str(&cluster_yaml()) {
             panic!("loading the cluster objects: {e}");
         }

@@ -20,7 +20,7 @@ use cluster_support::{load_realistic_cluster, token_dir, APISERVER_URL, MCO_NAME
 use machine_config_server::mcn;
 use mcs::{poll, Server};
 use serde_json::{json, Value};
-use support::fake_apiserver::{FakeApiServer, Options};
+use support::api_server::{ApiServer, Options};
 
 const DEADLINE: Duration = Duration::from_secs(15);
 const MCN: &str = "MachineConfigNode";
@@ -30,7 +30,7 @@ const POD_A: &str = "mcs-replica-a";
 const POD_B: &str = "mcs-replica-b";
 
 /// One `start` replica named `pod` with short lease timings.
-fn start_replica(api: &FakeApiServer, tokens: &tempfile::TempDir, pod: &str) -> Server {
+fn start_replica(api: &ApiServer, tokens: &tempfile::TempDir, pod: &str) -> Server {
     let kubeconfig = api.kubeconfig_file().to_str().unwrap().to_string();
     let tokens = tokens.path().to_str().unwrap().to_string();
     Server::start_with_env(
@@ -70,7 +70,7 @@ fn worker_node(name: &str, ip: &str) -> Value {
     })
 }
 
-fn lease_holder(api: &FakeApiServer) -> Option<String> {
+fn lease_holder(api: &ApiServer) -> Option<String> {
     let lease = api.get("Lease", Some(MCO_NAMESPACE), LEASE_NAME)?;
     lease["spec"]["holderIdentity"]
         .as_str()
@@ -91,7 +91,7 @@ fn created_lines(server: &Server, name: &str) -> usize {
         .count()
 }
 
-fn mcn_pool(api: &FakeApiServer, name: &str) -> Option<String> {
+fn mcn_pool(api: &ApiServer, name: &str) -> Option<String> {
     let mcn = api.get(MCN, None, name)?;
     Some(mcn["spec"]["pool"]["name"].as_str()?.to_string())
 }
@@ -99,7 +99,7 @@ fn mcn_pool(api: &FakeApiServer, name: &str) -> Option<String> {
 #[test]
 fn one_binary_publishes_and_the_other_takes_over_when_it_stops() {
     let started = Instant::now();
-    let api = FakeApiServer::start(Options::default());
+    let api = ApiServer::start(Options::default());
     load_realistic_cluster(&api);
     let tokens = token_dir();
     let a = start_replica(&api, &tokens, POD_A);

@@ -33,7 +33,8 @@ use machine_config_server::server::listener::{self, ConnectionLimits};
 use machine_config_server::server::{router, AppState};
 use machine_config_server::source::cluster::{self, ClusterSettings, ClusterSource};
 use serde_json::{json, Value};
-use support::fake_apiserver::{validate_against_real_crd, FakeApiServer, Options, Scope};
+use support::api_server::{ApiServer, Options, Scope};
+use support::fake_apiserver::validate_against_real_crd;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
@@ -190,7 +191,7 @@ struct Replica {
 }
 
 impl Replica {
-    async fn start(api: &FakeApiServer, identity: &str) -> Replica {
+    async fn start(api: &ApiServer, identity: &str) -> Replica {
         // Logs are shown only for a failing test.
         let _ = tracing_subscriber::fmt()
             .with_env_filter("machine_config_server=debug")
@@ -323,15 +324,15 @@ impl Replica {
     }
 }
 
-fn start_api(options: Options) -> FakeApiServer {
-    let api = FakeApiServer::start(options);
+fn start_api(options: Options) -> ApiServer {
+    let api = ApiServer::start(options);
     if let Err(e) = api.load_yaml_str(&cluster_yaml()) {
         panic!("loading the cluster objects: {e}");
     }
     api
 }
 
-fn add_node(api: &FakeApiServer, node: &Value) -> Value {
+fn add_node(api: &ApiServer, node: &Value) -> Value {
     api.apply_object(node)
         .unwrap_or_else(|e| panic!("node {}: {e:?}", node["metadata"]["name"]))
 }
@@ -348,7 +349,7 @@ async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     }
 }
 
-fn mcn_with_status(api: &FakeApiServer, name: &str) -> Option<Value> {
+fn mcn_with_status(api: &ApiServer, name: &str) -> Option<Value> {
     api.get(KIND, None, name).filter(|mcn| {
         mcn["status"]["conditions"]
             .as_array()
@@ -387,7 +388,7 @@ fn managers(object: &Value) -> Vec<(String, String, String)> {
 
 /// Every MCN the API server stores passes the real CRD schema (required fields, enums,
 /// patterns, bounds, and no undeclared field).
-fn assert_all_mcns_valid(api: &FakeApiServer) {
+fn assert_all_mcns_valid(api: &ApiServer) {
     let all = api.list(KIND);
     assert!(!all.is_empty());
     for mcn in all {
@@ -403,7 +404,7 @@ fn assert_all_mcns_valid(api: &FakeApiServer) {
     }
 }
 
-fn lease_holder(api: &FakeApiServer) -> Option<String> {
+fn lease_holder(api: &ApiServer) -> Option<String> {
     api.get("Lease", Some(LEASE_NAMESPACE), LEASE_NAME)
         .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
 }
@@ -622,7 +623,7 @@ async fn an_mcn_written_by_someone_else_is_left_alone() {
 
 /// An MCN as the node's daemon or the operator writes it (another field manager), with spec,
 /// owner reference and status; returned as the API server stores it.
-fn foreign_mcn(api: &FakeApiServer, name: &str, owner_uid: &str) -> Value {
+fn foreign_mcn(api: &ApiServer, name: &str, owner_uid: &str) -> Value {
     let spec = json!({
         "apiVersion": "machineconfiguration.openshift.io/v1",
         "kind": KIND,
@@ -659,7 +660,7 @@ fn foreign_mcn(api: &FakeApiServer, name: &str, owner_uid: &str) -> Value {
 
 /// Proof that the publisher made passes over the cluster for longer than the deletion grace
 /// period: a new node gets its MCN, then the grace period passes twice over.
-async fn publisher_passes_beyond_the_grace_period(api: &FakeApiServer, probe: &str, ip: &str) {
+async fn publisher_passes_beyond_the_grace_period(api: &ApiServer, probe: &str, ip: &str) {
     add_node(api, &node(probe, &["worker"], ip, json!({})));
     eventually("the probe node's MCN", || mcn_with_status(api, probe)).await;
     tokio::time::sleep(DELETE_GRACE * 2 + RESYNC).await;

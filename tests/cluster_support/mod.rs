@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::support::fake_apiserver::FakeApiServer;
+use crate::support::api_server::ApiServer;
 
 /// `--apiserver-url` of every test.
 pub const APISERVER_URL: &str = "https://api-int.example.com:6443";
@@ -32,7 +32,7 @@ pub fn fixture_dir() -> PathBuf {
 
 /// The realistic MachineConfigs, pools and ControllerConfig, plus the image registry's
 /// Service and the `kubeconfig-data` ConfigMap without a CA bundle.
-pub fn load_realistic_cluster(api: &FakeApiServer) {
+pub fn load_realistic_cluster(api: &ApiServer) {
     // The installer's bootstrap copy leaves fields the cluster's CRD requires null; the
     // operator fills them in the cluster.
     let path = fixture_dir().join("controller-config/machine-config-controller.yaml");
@@ -76,7 +76,7 @@ pub fn load_realistic_cluster(api: &FakeApiServer) {
 }
 
 /// A copy of `from` (a rendered config) under the name `name`.
-pub fn copy_rendered_config(api: &FakeApiServer, from: &str, name: &str) {
+pub fn copy_rendered_config(api: &ApiServer, from: &str, name: &str) {
     let mut mc = api
         .get("MachineConfig", None, from)
         .unwrap_or_else(|| panic!("rendered config {from}"));

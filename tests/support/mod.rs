@@ -1,8 +1,10 @@
 //! Shared helpers for the integration tests. Each `tests/*.rs` file that needs them declares
 //! `mod support;` and uses the modules below.
 
+pub mod api_server;
 pub mod fake_apiserver;
 pub mod fixtures;
+pub mod real_apiserver;
 pub mod upstream;
 
 /// A complete `machine-config-controller` ControllerConfig, as the cluster tests load it into

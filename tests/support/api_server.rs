@@ -1,0 +1,194 @@
+//! "The API server of this test": a real kube-apiserver when `KUBEBUILDER_ASSETS` names one
+//! (`support::real_apiserver`, the real-server tier), else the in-test server
+//! (`support::fake_apiserver`), behind one handle with the operations the cluster tests use.
+//!
+//! Both backends run the code under test over HTTP with the kubeconfig of
+//! [`ApiServer::kubeconfig_file`]; the fixture operations write through the API (fake: the
+//! same code path as HTTP). Powers only the fake has are explicit: a test step that needs one
+//! asks [`skip_on_real`], which records the step as not run on a real server.
+//! `stop`/`restart` (kube-apiserver killed and started again on its port and storage),
+//! `compact` (etcd compaction) and `requests` (the audit log of the code under test's
+//! identity) have real counterparts.
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::fake_apiserver::FakeApiServer;
+pub use crate::support::fake_apiserver::{ApiError, Options, RequestRecord, Scope};
+use crate::support::real_apiserver::{self, RealApiServer};
+
+/// Namespaces every OpenShift cluster has and the code under test writes into (the fake server
+/// serves any namespace; a fresh real one only `default` and the `kube-*` ones).
+const CLUSTER_NAMESPACES: &[&str] = &["openshift-machine-config-operator"];
+
+pub enum ApiServer {
+    Fake(FakeApiServer),
+    Real(Box<RealApiServer>),
+}
+
+/// `true` when the tests run on a real server, after recording `test` and `reason`
+/// as not run there: the caller returns. For steps that need a power only the in-test server
+/// has, e.g. writing while the code under test sees an outage.
+pub fn skip_on_real(test: &str, reason: &str) -> bool {
+    let real = real_apiserver::assets().is_some();
+    if real {
+        real_apiserver::record_not_run(&format!("{test} ({reason})"));
+    }
+    real
+}
+
+/// Why outage tests that change the cluster during the outage need the in-test server: it
+/// takes writes while refusing the code under test; a stopped kube-apiserver refuses both.
+pub const OUTAGE_WRITES: &str = "changes the cluster while the code under test sees an outage";
+
+macro_rules! either {
+    ($self:ident, $server:ident => $call:expr) => {
+        match $self {
+            ApiServer::Fake($server) => $call,
+            ApiServer::Real($server) => $call,
+        }
+    };
+}
+
+impl ApiServer {
+    /// A real kube-apiserver with the real CRDs (`options.crd_dir`, else the upstream tier's;
+    /// `options.routes` decides whether the Route CRD is loaded) when `KUBEBUILDER_ASSETS` is
+    /// set, else the in-test server with `options` (and the tier is recorded as not run).
+    pub fn start(options: Options) -> Self {
+        let Some(assets) = real_apiserver::assets() else {
+            real_apiserver::record_not_run(real_apiserver::TIER_NOT_RUN);
+            return ApiServer::Fake(FakeApiServer::start(options));
+        };
+        let crd_dir = match options
+            .crd_dir
+            .clone()
+            .or_else(crate::support::upstream::crds)
+        {
+            Some(dir) => dir,
+            None => panic!(
+                "the real API server tier loads the real CRDs: set {} (see README, Testing)",
+                crate::support::upstream::VAR
+            ),
+        };
+        let server = match RealApiServer::start(&assets, &crd_dir, options.routes) {
+            Ok(server) => server,
+            Err(e) => panic!("real API server failed to start: {e}"),
+        };
+        for namespace in CLUSTER_NAMESPACES {
+            let object = serde_json::json!({
+                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}
+            });
+            if let Err(e) = server.apply_object(&object) {
+                panic!("namespace {namespace}: {e}");
+            }
+        }
+        ApiServer::Real(Box::new(server))
+    }
+
+    pub fn is_real(&self) -> bool {
+        matches!(self, ApiServer::Real(_))
+    }
+
+    /// The in-test server, for what only it can do.
+    pub fn fake(&self) -> Option<&FakeApiServer> {
+        match self {
+            ApiServer::Fake(fake) => Some(fake),
+            ApiServer::Real(_) => None,
+        }
+    }
+
+    pub fn kubeconfig_file(&self) -> &Path {
+        either!(self, s => s.kubeconfig_file())
+    }
+
+    pub fn get(&self, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        either!(self, s => s.get(kind, namespace, name))
+    }
+
+    pub fn list(&self, kind: &str) -> Vec<Value> {
+        either!(self, s => s.list(kind))
+    }
+
+    pub fn create(&self, object: &Value) -> Result<Value, ApiError> {
+        either!(self, s => s.create(object))
+    }
+
+    pub fn update(&self, object: &Value) -> Result<Value, ApiError> {
+        either!(self, s => s.update(object))
+    }
+
+    pub fn update_status(&self, object: &Value) -> Result<Value, ApiError> {
+        either!(self, s => s.update_status(object))
+    }
+
+    pub fn apply_as(
+        &self,
+        manager: &str,
+        object: &Value,
+        scope: Scope,
+        force: bool,
+    ) -> Result<Value, ApiError> {
+        either!(self, s => s.apply_as(manager, object, scope, force))
+    }
+
+    pub fn apply_object(&self, object: &Value) -> Result<Value, ApiError> {
+        either!(self, s => s.apply_object(object))
+    }
+
+    pub fn merge_patch(
+        &self,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Value, ApiError> {
+        either!(self, s => s.merge_patch(kind, namespace, name, patch))
+    }
+
+    pub fn delete(
+        &self,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        either!(self, s => s.delete(kind, namespace, name))
+    }
+
+    pub fn load_yaml_str(&self, text: &str) -> Result<Vec<Value>, String> {
+        either!(self, s => s.load_yaml_str(text))
+    }
+
+    pub fn load_yaml_file(&self, path: impl AsRef<Path>) -> Result<Vec<Value>, String> {
+        either!(self, s => s.load_yaml_file(path))
+    }
+
+    pub fn load_yaml_dir(&self, dir: impl AsRef<Path>) -> Result<Vec<Value>, String> {
+        either!(self, s => s.load_yaml_dir(dir))
+    }
+
+    /// An outage: the port refuses connections, open connections (watches) are cut.
+    pub fn stop(&self) {
+        either!(self, s => s.stop())
+    }
+
+    /// Serves again on the same port with the same objects.
+    pub fn restart(&self) {
+        either!(self, s => s.restart())
+    }
+
+    /// Old resourceVersions expire (watches from them get 410).
+    pub fn compact(&self) {
+        either!(self, s => s.compact())
+    }
+
+    /// The requests of the code under test, as the authorizer sees them.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        either!(self, s => s.requests())
+    }
+
+    pub fn clear_requests(&self) {
+        either!(self, s => s.clear_requests())
+    }
+}
