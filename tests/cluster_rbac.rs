@@ -8,6 +8,10 @@
 //! the Node), the publisher's Lease is taken, renewed and released at shutdown. Then:
 //! - every request is granted by a rule bound to the server's ServiceAccount;
 //! - every (verb, resource, name) a rule grants was used: nothing more is granted.
+//!
+//! On a real kube-apiserver (`KUBEBUILDER_ASSETS`) the request log is its audit log, and a
+//! second test runs the binary as the ServiceAccount itself with `config/deploy/` applied:
+//! kube-apiserver's own RBAC forbids none of its requests.
 
 #[path = "cluster_support/mod.rs"]
 mod cluster_support;
@@ -25,6 +29,15 @@ use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options, RequestRecord};
 
 const DEADLINE: Duration = Duration::from_secs(30);
+/// Short MachineConfigNode publisher timings, so that the Lease is renewed during a run.
+const MCN_TIMINGS: &[(&str, &str)] = &[
+    ("MCS_MCN_LEASE_DURATION_MS", "3000"),
+    ("MCS_MCN_RENEW_DEADLINE_MS", "2000"),
+    ("MCS_MCN_RENEW_PERIOD_MS", "200"),
+    ("MCS_MCN_RETRY_PERIOD_MS", "200"),
+    ("MCS_MCN_RESYNC_MS", "500"),
+    ("MCS_MCN_DELETE_GRACE_MS", "1000"),
+];
 const SERVICE_ACCOUNT: (&str, &str) =
     ("openshift-machine-config-operator", "machine-config-server");
 
@@ -156,15 +169,8 @@ fn node(name: &str) -> Value {
 #[test]
 fn rbac_grants_exactly_the_calls_the_server_makes() {
     // Short MachineConfigNode publisher timings so that the Lease is renewed during the run
-    // (the binary reads these at start-up; this test file holds only this test).
-    for (key, millis) in [
-        ("MCS_MCN_LEASE_DURATION_MS", "3000"),
-        ("MCS_MCN_RENEW_DEADLINE_MS", "2000"),
-        ("MCS_MCN_RENEW_PERIOD_MS", "200"),
-        ("MCS_MCN_RETRY_PERIOD_MS", "200"),
-        ("MCS_MCN_RESYNC_MS", "500"),
-        ("MCS_MCN_DELETE_GRACE_MS", "1000"),
-    ] {
+    // (the binary reads these at start-up; the other test of this file sets the same values).
+    for (key, millis) in MCN_TIMINGS {
         std::env::set_var(key, millis);
     }
     let api = ApiServer::start(Options::default());
@@ -263,4 +269,80 @@ fn rbac_grants_exactly_the_calls_the_server_makes() {
             }
         }
     }
+}
+
+/// The real-server counterpart of the test above (with `KUBEBUILDER_ASSETS`): the binary
+/// authenticated as its ServiceAccount (a TokenRequest token) and authorized by kube-apiserver's
+/// own RBAC with `config/deploy/` applied lives the same life, and kube-apiserver forbids none
+/// of its requests.
+#[test]
+fn a_real_api_server_forbids_none_of_the_service_accounts_requests() {
+    let api = ApiServer::start(Options::default());
+    let Some(real) = api.real() else {
+        return; // ApiServer::start recorded the tier as not run
+    };
+    let deploy = mcs::repo().join("config/deploy");
+    for manifest in ["serviceaccount.yaml", "rbac.yaml"] {
+        if let Err(e) = api.load_yaml_file(deploy.join(manifest)) {
+            panic!("{manifest}: {e}");
+        }
+    }
+    load_realistic_cluster(&api);
+    let (namespace, name) = SERVICE_ACCOUNT;
+    let token = real.token_for(namespace, name).unwrap();
+    let kubeconfig = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(kubeconfig.path(), real.kubeconfig_with_token(&token)).unwrap();
+    let tokens = token_dir();
+    let mut server = Server::start_with_env(
+        &[
+            "start",
+            "--kubeconfig",
+            kubeconfig.path().to_str().unwrap(),
+            "--apiserver-url",
+            APISERVER_URL,
+            "--bootstrap-token-dir",
+            tokens.path().to_str().unwrap(),
+        ],
+        MCN_TIMINGS,
+    );
+    poll("ready", DEADLINE, || {
+        (mcs::request(server.metrics, None, "GET", "/readyz", &[]).status == 200).then_some(())
+    });
+    let response = server.http(
+        "GET",
+        "/config/worker",
+        &[(
+            "Accept",
+            "application/vnd.coreos.ignition+json;version=3.5.0",
+        )],
+    );
+    assert_eq!(response.status, 200);
+    api.apply_object(&node("worker-0")).unwrap();
+    poll("its MachineConfigNode with a status", DEADLINE, || {
+        api.get("MachineConfigNode", None, "worker-0")
+            .filter(|mcn| !mcn["status"].is_null())
+    });
+    let user = format!("system:serviceaccount:{namespace}:{name}");
+    poll("a Lease renewal", DEADLINE, || {
+        real.requests_of(&user)
+            .iter()
+            .any(|r| r.resource == "leases" && r.verb == "update" && r.status == 200)
+            .then_some(())
+    });
+    api.delete("Node", None, "worker-0").unwrap();
+    poll("its MachineConfigNode to be deleted", DEADLINE, || {
+        api.get("MachineConfigNode", None, "worker-0")
+            .is_none()
+            .then_some(())
+    });
+    server.terminate();
+    assert!(server.wait_exit(DEADLINE).success(), "{}", server.output());
+
+    let requests = real.requests_of(&user);
+    let forbidden: Vec<&RequestRecord> = requests.iter().filter(|r| r.status == 403).collect();
+    assert!(
+        forbidden.is_empty(),
+        "kube-apiserver forbade {forbidden:#?}\n{}",
+        server.output()
+    );
 }

@@ -91,6 +91,14 @@ impl ApiServer {
         matches!(self, ApiServer::Real(_))
     }
 
+    /// The real server, for what only it has (ServiceAccount tokens, any user's requests).
+    pub fn real(&self) -> Option<&RealApiServer> {
+        match self {
+            ApiServer::Fake(_) => None,
+            ApiServer::Real(real) => Some(real),
+        }
+    }
+
     /// The in-test server, for what only it can do.
     pub fn fake(&self) -> Option<&FakeApiServer> {
         match self {

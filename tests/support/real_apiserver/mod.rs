@@ -142,14 +142,35 @@ impl RealApiServer {
     /// Starts etcd and kube-apiserver, waits for `/readyz`, loads every CRD of `crd_dir`
     /// (without the Route CRD unless `routes`) and waits until they are Established and served.
     pub fn start(assets: &Assets, crd_dir: &Path, routes: bool) -> Result<Self, String> {
+        let mut last = String::new();
+        for _ in 0..3 {
+            match Self::start_once(assets) {
+                Ok(server) => {
+                    server.load_crds(crd_dir, routes)?;
+                    return Ok(server);
+                }
+                // kube-apiserver exited before it was ready, e.g. because another process took
+                // its port between choosing and binding it: again, on new ports.
+                Err((true, e)) => last = e,
+                Err((false, e)) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+
+    /// Starts both processes and waits for readiness; the error says whether kube-apiserver
+    /// exited (worth another try).
+    fn start_once(assets: &Assets) -> Result<Self, (bool, String)> {
+        let fail = |e: String| (false, e);
         let dir = tempfile::Builder::new()
             .prefix("mcs-kube-apiserver-")
             .tempdir()
-            .map_err(|e| format!("tempdir: {e}"))?;
-        let pki = Pki::generate()?;
-        pki.write(dir.path())?;
-        let etcd = Etcd::start(&assets.etcd)?;
-        let kube_apiserver = KubeApiServer::spawn(&assets.kube_apiserver, dir.path(), &etcd.url())?;
+            .map_err(|e| fail(format!("tempdir: {e}")))?;
+        let pki = Pki::generate().map_err(fail)?;
+        pki.write(dir.path()).map_err(fail)?;
+        let etcd = Etcd::start(&assets.etcd).map_err(fail)?;
+        let kube_apiserver =
+            KubeApiServer::spawn(&assets.kube_apiserver, dir.path(), &etcd.url()).map_err(fail)?;
         let url = kube_apiserver.url();
         let kubeconfig = dir.path().join("kubeconfig");
         let under_test = kube_apiserver::kubeconfig_yaml(
@@ -157,25 +178,28 @@ impl RealApiServer {
             &pki.ca_pem,
             Credentials::Certificate(&pki.under_test),
         );
-        std::fs::write(&kubeconfig, under_test).map_err(|e| format!("kubeconfig: {e}"))?;
+        std::fs::write(&kubeconfig, under_test).map_err(|e| fail(format!("kubeconfig: {e}")))?;
         let fixtures_kubeconfig = dir.path().join("kubeconfig-fixtures");
         let fixtures = kube_apiserver::kubeconfig_yaml(
             &url,
             &pki.ca_pem,
             Credentials::Certificate(&pki.fixtures),
         );
-        std::fs::write(&fixtures_kubeconfig, fixtures).map_err(|e| format!("kubeconfig: {e}"))?;
+        std::fs::write(&fixtures_kubeconfig, fixtures)
+            .map_err(|e| fail(format!("kubeconfig: {e}")))?;
 
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("real-apiserver-client")
             .enable_all()
             .build()
-            .map_err(|e| format!("runtime: {e}"))?;
+            .map_err(|e| fail(format!("runtime: {e}")))?;
         let client = on_runtime(
             &runtime,
             async move { client_from(&fixtures_kubeconfig).await },
-        )??;
+        )
+        .and_then(|client| client)
+        .map_err(fail)?;
         let server = RealApiServer {
             runtime: Some(runtime),
             client,
@@ -187,9 +211,10 @@ impl RealApiServer {
             kubeconfig,
             dir,
         };
-        server.wait_ready()?;
-        server.load_crds(crd_dir, routes)?;
-        Ok(server)
+        match server.wait_ready() {
+            Ok(()) => Ok(server),
+            Err(e) => Err((server.server().check_running().is_err(), e)),
+        }
     }
 
     fn run<T: Send + 'static>(
@@ -553,6 +578,11 @@ impl RealApiServer {
     /// [`RealApiServer::kubeconfig_file`]), from the audit log.
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.server().requests(kube_apiserver::UNDER_TEST_USER)
+    }
+
+    /// The requests of any `user` (e.g. `system:serviceaccount:<namespace>:<name>`).
+    pub fn requests_of(&self, user: &str) -> Vec<RequestRecord> {
+        self.server().requests(user)
     }
 
     pub fn clear_requests(&self) {
