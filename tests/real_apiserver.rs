@@ -12,6 +12,8 @@ use std::process::Command;
 
 use serde_json::json;
 use support::api_server::{ApiServer, Options, Scope};
+use support::fake_apiserver::{FakeApiServer, ResourceDef};
+use support::real_apiserver::client::ApiClient;
 use support::real_apiserver::etcd::{self, Etcd};
 use support::real_apiserver::kube_apiserver::{
     apiserver_args, files, kubeconfig_yaml, parse_audit_log, Credentials, Pki, ADMIN_GROUP,
@@ -281,6 +283,16 @@ fn the_api_server_of_a_test_is_real_with_kubebuilder_assets() {
         assert!(recorded, "the skipped tier is recorded for .ci/run");
         return;
     }
+    fixture_operations(api.real().unwrap());
+
+    // An outage and back: kube-apiserver killed and started again on its port and storage.
+    api.stop();
+    api.restart();
+    assert!(api.get("MachineConfigPool", None, "worker").is_some());
+}
+
+/// The operations the cluster tests use, through [`ApiClient`] (HTTP), checked by reading back.
+fn fixture_operations(api: &ApiClient) {
     let pool = json!({
         "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
         "metadata": {"name": "worker"},
@@ -329,9 +341,88 @@ fn the_api_server_of_a_test_is_real_with_kubebuilder_assets() {
     api.delete("ConfigMap", Some("a-new-namespace"), "c")
         .unwrap();
     assert!(api.get("ConfigMap", Some("a-new-namespace"), "c").is_none());
+    // PUT on the main resource and on /status, with the stored resourceVersion.
+    let mut pool = api.get("MachineConfigPool", None, "worker").unwrap();
+    pool["spec"]["paused"] = json!(false);
+    api.update(&pool).unwrap();
+    let mut pool = api.get("MachineConfigPool", None, "worker").unwrap();
+    pool["status"]["machineCount"] = json!(5);
+    api.update_status(&pool).unwrap();
+    let loaded = api
+        .load_yaml_str(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: d, namespace: other}\n---\n",
+        )
+        .unwrap();
+    assert_eq!(loaded.len(), 1);
+    assert_eq!(
+        api.list("ConfigMap")
+            .iter()
+            .filter(|c| c["metadata"]["name"] == "d")
+            .count(),
+        1
+    );
+}
 
-    // An outage and back: kube-apiserver killed and started again on its port and storage.
-    api.stop();
-    api.restart();
-    assert!(api.get("MachineConfigPool", None, "worker").is_some());
+/// The HTTP fixture operations against the one API server this machine has, the in-test one:
+/// paths, content types, apply and merge-patch parameters, status through `/status`, errors,
+/// and namespaces created on first use, read back through the fake server's own store.
+#[test]
+fn the_fixture_operations_over_http_are_what_the_in_test_server_serves() {
+    let fake = FakeApiServer::start(Options {
+        extra_resources: vec![ResourceDef::builtin(
+            "",
+            "namespaces",
+            "Namespace",
+            false,
+            false,
+        )],
+        ..Options::default()
+    });
+    let api = ApiClient::connect(fake.kubeconfig_file()).unwrap();
+    fixture_operations(&api);
+    let stored = fake.get("MachineConfigPool", None, "worker").unwrap();
+    assert_eq!(stored["spec"]["paused"], false);
+    assert_eq!(stored["status"]["machineCount"], 5);
+    assert!(
+        fake.get("Namespace", None, "a-new-namespace").is_some(),
+        "created on first use"
+    );
+    assert!(fake
+        .get("ConfigMap", Some("a-new-namespace"), "c")
+        .is_none());
+    // Every write went over HTTP, with the parameters the fixture helpers promise.
+    let writes: Vec<String> = fake
+        .requests()
+        .iter()
+        .filter(|r| r.verb != "get" && r.verb != "list")
+        .map(|r| {
+            format!(
+                "{} {}{}",
+                r.verb,
+                r.resource,
+                r.subresource
+                    .as_deref()
+                    .map(|s| format!("/{s}"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    assert_eq!(
+        writes,
+        [
+            "patch machineconfigpools",
+            "patch machineconfigpools/status",
+            "patch machineconfigpools",
+            "patch machineconfigpools/status",
+            "patch machineconfigpools",
+            "patch namespaces",
+            "create configmaps",
+            "create configmaps",
+            "delete configmaps",
+            "update machineconfigpools",
+            "update machineconfigpools/status",
+            "patch namespaces",
+            "patch configmaps",
+        ]
+    );
 }
