@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use crate::cache::PayloadCache;
 use crate::cli::{self, Cli, Command, RunError, UsageError};
+use crate::events::{EventInputs, EventNotices};
 use crate::metrics::{Metrics, PoolStatusBoard};
 use crate::render::layered::DecisionTracker;
 use crate::server::access::AccessPolicy;
@@ -68,7 +69,9 @@ async fn run_bootstrap(
     .map_err(|e| UsageError(e.to_string()))?;
     // The directory is read before the first request: bootstrap mode is ready at once.
     let (_ready_tx, ready) = watch::channel(true);
-    ports.serve(source.snapshots, ready, shutdown).await?;
+    ports
+        .serve(source.snapshots, ready, EventNotices::default(), shutdown)
+        .await?;
     let _ = source.task.await;
     Ok(())
 }
@@ -105,20 +108,43 @@ async fn run_start(
     let host = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_default();
+    let (events, notices) = EventNotices::channel(ports.metrics.clone());
     let publisher = crate::mcn::start_for_cluster(
         &source,
         ports.served.clone(),
         ports.metrics.clone(),
+        events.clone(),
         &host,
         |key| std::env::var(key).ok(),
         shutdown.clone(),
     )
     .map_err(UsageError)?;
+    // Events are published by the same replica as MachineConfigNodes: the lease holder.
+    let event_task = crate::events::start(
+        source.client.clone(),
+        &crate::mcn::identity(&host),
+        ports.metrics.clone(),
+        EventInputs {
+            snapshots: source.snapshots.clone(),
+            ready: source.ready.clone(),
+            leading: publisher.leading.clone(),
+            notices,
+        },
+        shutdown.clone(),
+    );
     // Until every cache has synced, `ready` is false and /config answers 503.
     ports
-        .serve(source.snapshots.clone(), source.ready.clone(), shutdown)
+        .serve(
+            source.snapshots.clone(),
+            source.ready.clone(),
+            events,
+            shutdown,
+        )
         .await?;
     publisher.join().await;
+    if let Err(error) = event_task.await {
+        tracing::warn!(%error, "event task ended abnormally");
+    }
     source.join().await;
     Ok(())
 }
@@ -214,6 +240,7 @@ impl Ports {
         self,
         snapshots: watch::Receiver<Arc<Snapshot>>,
         ready: watch::Receiver<bool>,
+        events: EventNotices,
         shutdown: watch::Receiver<bool>,
     ) -> Result<(), RunError> {
         let pools = PoolStatusBoard::new();
@@ -226,6 +253,7 @@ impl Ports {
             access: self.access.clone(),
             layered: Arc::new(DecisionTracker::new()),
             served: self.served.clone(),
+            events,
         };
         let router = server::router(state.clone());
         let limits = self.limits.clone();

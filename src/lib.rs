@@ -10,6 +10,7 @@
 //! - [`server`]: routes, status mapping, TLS, listeners.
 //! - [`mcn`]: MachineConfigNode publisher (cluster mode).
 //! - [`metrics`], [`telemetry`]: Prometheus registry and tracing set-up.
+//! - [`events`]: Kubernetes Events published by the lease holder (cluster mode).
 //! - [`cli`], [`app`]: command line, validation, start-up and shutdown wiring.
 //! - [`explain`]: the `explain` subcommand: what would be served for a pool, and why.
 
@@ -17,6 +18,7 @@ pub mod api;
 pub mod app;
 pub mod cache;
 pub mod cli;
+pub mod events;
 pub mod explain;
 pub mod ignition;
 pub mod mcn;

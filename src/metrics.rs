@@ -181,6 +181,10 @@ pub struct Metrics {
     mcn_records: Family<RecordLabels, Counter>,
     mcn_records_merged: Gauge<i64>,
     build: Family<BuildLabels, Gauge<i64>>,
+    ready: Gauge<i64>,
+    kube_events: Family<ResultLabel, Counter>,
+    layered_held_since: Family<PoolOnly, Gauge<i64>>,
+    held_pools: Mutex<BTreeSet<String>>,
 }
 
 /// Labels of the served-record (bootstrap record) counters.
@@ -262,6 +266,10 @@ impl Metrics {
             "Serving certificate reloads by result (success, failure)",
             cert_reloads.clone(),
         );
+        // Present from the start at 0, so that the first failure is an increase alerts see.
+        for result in ["success", "failure"] {
+            let _ = cert_reloads.get_or_create(&ResultLabel { result });
+        }
         let cert_expiry = Gauge::<i64>::default();
         registry.register_with_unit(
             "serving_certificate_expiry_timestamp",
@@ -312,6 +320,27 @@ impl Metrics {
             "Always 1; labels carry the server version and the release payload version",
             build.clone(),
         );
+        let ready = Gauge::<i64>::default();
+        registry.register(
+            "ready",
+            "1 when config requests can be answered (cluster mode: every watch cache synced), else 0",
+            ready.clone(),
+        );
+        let layered_held_since = Family::<PoolOnly, Gauge<i64>>::default();
+        registry.register_with_unit(
+            "layered_held_since_timestamp",
+            "Layered pools serving their base image although a build of their rendered config \
+             succeeded, because no node of the pool has validated it: when the first such build \
+             succeeded, Unix time",
+            Unit::Seconds,
+            layered_held_since.clone(),
+        );
+        let kube_events = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "events",
+            "Kubernetes Events written by the lease holder, by result (published, failed, dropped)",
+            kube_events.clone(),
+        );
         Metrics {
             registry,
             pools: PoolAdmission::new(cap),
@@ -332,6 +361,10 @@ impl Metrics {
             mcn_records,
             mcn_records_merged,
             build,
+            ready,
+            kube_events,
+            layered_held_since,
+            held_pools: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -444,6 +477,40 @@ impl Metrics {
     pub fn set_mcn_records_merged(&self, count: usize) {
         self.mcn_records_merged
             .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Whether config requests can be answered now (the readiness flag).
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.set(i64::from(ready));
+    }
+
+    /// A Kubernetes Event was `published`, `failed` to be written, or `dropped` (queue full).
+    pub fn kube_event(&self, result: &'static str) {
+        self.kube_events
+            .get_or_create(&ResultLabel { result })
+            .inc();
+    }
+
+    /// Replaces `mcs_layered_held_since_timestamp_seconds`: one series per held pool (name to
+    /// Unix seconds), none for the others. Pools are admitted as labels like every pool label.
+    pub fn set_layered_held(&self, held: &BTreeMap<String, i64>) {
+        let mut previous = self
+            .held_pools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut current = BTreeSet::new();
+        for (pool, since) in held {
+            let pool = self.pools.label(&PoolLabel::known(pool));
+            self.layered_held_since
+                .get_or_create(&PoolOnly { pool: pool.clone() })
+                .set(*since);
+            current.insert(pool);
+        }
+        for gone in previous.difference(&current) {
+            self.layered_held_since
+                .remove(&PoolOnly { pool: gone.clone() });
+        }
+        *previous = current;
     }
 
     /// Sets `mcs_build_info`. Called once at start-up; a second call replaces the first.

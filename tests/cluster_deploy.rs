@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 use serde::Deserialize;
 
@@ -58,7 +58,8 @@ fn daemonset_matches_the_original_deployment() {
         Some("")
     );
 
-    assert_eq!(pod.containers.len(), 1);
+    let names: Vec<&str> = pod.containers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["machine-config-server", "kube-rbac-proxy"]);
     let container = &pod.containers[0];
     let args = container.args.as_ref().expect("args");
     assert_eq!(args[0], "start");
@@ -151,4 +152,123 @@ fn kustomization_lists_every_manifest() {
         .collect();
     present.sort();
     assert_eq!(listed, present);
+}
+
+/// Prometheus reaches the metrics only through the kube-rbac-proxy sidecar: TLS on the host
+/// network, `/metrics` only, upstream the loopback admin listener; the Service, the
+/// ServiceMonitor and the proxy's serving certificate agree on port, name and secret.
+#[test]
+fn metrics_are_scraped_through_the_authorizing_proxy() {
+    let daemonsets: Vec<DaemonSet> = of_kind("daemonset.yaml", "DaemonSet");
+    let pod = daemonsets[0]
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .expect("pod spec");
+    let proxy = pod
+        .containers
+        .iter()
+        .find(|c| c.name == "kube-rbac-proxy")
+        .expect("the proxy sidecar");
+    let args = proxy.args.clone().unwrap_or_default();
+    let arg = |flag: &str| {
+        args.iter()
+            .find_map(|a| a.strip_prefix(&format!("{flag}=")))
+            .unwrap_or_else(|| panic!("{flag} is set"))
+            .to_owned()
+    };
+    // The server's own admin listener keeps its loopback default.
+    let server_args = pod.containers[0].args.clone().unwrap_or_default();
+    assert!(!server_args
+        .iter()
+        .any(|a| a.starts_with("--metrics-bind-address")));
+    assert_eq!(
+        arg("--upstream"),
+        format!(
+            "http://{}/",
+            machine_config_server::server::admin::DEFAULT_BIND_ADDRESS
+        )
+    );
+    assert_eq!(arg("--allow-paths"), "/metrics");
+    assert_eq!(arg("--secure-listen-address"), "0.0.0.0:22626");
+    let port = proxy
+        .ports
+        .iter()
+        .flatten()
+        .find(|p| p.name.as_deref() == Some("metrics"))
+        .expect("a port named metrics");
+    assert_eq!((port.container_port, port.host_port), (22626, Some(22626)));
+    let mount = proxy
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| arg("--tls-cert-file").starts_with(&m.mount_path))
+        .expect("the certificate is mounted");
+    let secret = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)
+        .and_then(|v| v.secret.as_ref())
+        .and_then(|s| s.secret_name.clone())
+        .expect("from a secret");
+
+    let services: Vec<Service> = of_kind("metrics.yaml", "Service");
+    assert_eq!(services.len(), 1);
+    let service = &services[0];
+    assert_eq!(
+        service
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("service.beta.openshift.io/serving-cert-secret-name")),
+        Some(&secret),
+        "the service CA issues the proxy's certificate"
+    );
+    let spec = service.spec.as_ref().expect("service spec");
+    let template_labels = daemonsets[0]
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    for (key, value) in spec.selector.iter().flatten() {
+        assert_eq!(template_labels.get(key), Some(value), "selects the pods");
+    }
+    let service_port = spec.ports.iter().flatten().next().expect("a port");
+    assert_eq!(service_port.port, 22626);
+    assert_eq!(
+        service_port.target_port,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("metrics".into()))
+    );
+
+    let monitors = documents("metrics.yaml")
+        .into_iter()
+        .filter(|d| d["kind"] == "ServiceMonitor")
+        .collect::<Vec<_>>();
+    assert_eq!(monitors.len(), 1);
+    let monitor = &monitors[0];
+    assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
+    let service_labels = service.metadata.labels.clone().unwrap_or_default();
+    for (key, value) in monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .expect("matchLabels")
+    {
+        assert_eq!(service_labels.get(key).map(String::as_str), value.as_str());
+    }
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["port"], "metrics");
+    assert_eq!(endpoint["scheme"], "https");
+    assert_eq!(endpoint["path"], "/metrics");
+    assert!(
+        endpoint["bearerTokenFile"].is_string(),
+        "scrapes with a token"
+    );
+    assert_eq!(
+        endpoint["tlsConfig"]["serverName"],
+        format!(
+            "{}.{NAMESPACE}.svc",
+            service.metadata.name.as_deref().unwrap()
+        )
+    );
 }

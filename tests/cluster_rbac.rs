@@ -5,7 +5,9 @@
 //! namespace, and the name, including the one a `metadata.name` field selector pins for list
 //! and watch): caches sync, a node boots and joins (its MachineConfigNode is created and gets
 //! its status), the node is removed (its MachineConfigNode is deleted after a direct read of
-//! the Node), the publisher's Lease is taken, renewed and released at shutdown. Then:
+//! the Node), the publisher's Lease is taken, renewed and released at shutdown; the lease holder
+//! publishes Kubernetes Events (the node's first config; a pool that cannot be rendered, then
+//! renders, then cannot again: the repeat is a patch of the same Event). Then:
 //! - every request is granted by a rule bound to the server's ServiceAccount;
 //! - every (verb, resource, name) a rule grants was used: nothing more is granted.
 //!
@@ -22,7 +24,10 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use cluster_support::{load_realistic_cluster, token_dir, APISERVER_URL};
+use cluster_support::{
+    copy_rendered_config, load_realistic_cluster, pool_at, token_dir, APISERVER_URL,
+    WORKER_RENDERED,
+};
 use mcs::{poll, Server};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -175,6 +180,7 @@ fn rbac_grants_exactly_the_calls_the_server_makes() {
     }
     let api = ApiServer::start(Options::default());
     load_realistic_cluster(&api);
+    pool_at(&api, "broken", "rendered-broken-missing");
     let tokens = token_dir();
     let kubeconfig = api.kubeconfig_file().to_str().unwrap().to_string();
     let mut server = Server::start(&[
@@ -204,6 +210,36 @@ fn rbac_grants_exactly_the_calls_the_server_makes() {
     poll("its MachineConfigNode with a status", DEADLINE, || {
         api.get("MachineConfigNode", None, "worker-0")
             .filter(|mcn| !mcn["status"].is_null())
+    });
+    // A pool whose rendered config is missing, then present, then missing again: a Warning
+    // Event is created, and its repeat patches the same Event's series.
+    let broken_status = |status: u16| {
+        poll(
+            &format!("/config/broken answering {status}"),
+            DEADLINE,
+            || {
+                let answer = server.http("GET", "/config/broken", &[]);
+                (answer.status == status).then_some(())
+            },
+        )
+    };
+    broken_status(500);
+    copy_rendered_config(&api, WORKER_RENDERED, "rendered-broken-missing");
+    broken_status(200);
+    api.delete("MachineConfig", None, "rendered-broken-missing")
+        .unwrap();
+    broken_status(500);
+    poll("the repeated event patched", DEADLINE, || {
+        api.requests()
+            .iter()
+            .any(|r| r.resource == "events" && r.verb == "patch")
+            .then_some(())
+    });
+    poll("the node's first-config event", DEADLINE, || {
+        api.list("Event")
+            .iter()
+            .any(|e| e["reason"] == "FirstConfigServed")
+            .then_some(())
     });
     poll("a Lease renewal", DEADLINE, || {
         api.requests()

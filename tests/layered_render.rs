@@ -270,6 +270,7 @@ impl Harness {
             access: Arc::new(AccessPolicy::default()),
             layered: Arc::new(DecisionTracker::new()),
             served: machine_config_server::mcn::ServedLog::default(),
+            events: Default::default(),
         });
         let admin = admin_router(AdminState {
             metrics,

@@ -227,6 +227,7 @@ impl Replica {
             access: Arc::new(AccessPolicy::default()),
             layered: Arc::new(DecisionTracker::new()),
             served: served.clone(),
+            events: Default::default(),
         });
         let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let http = socket.local_addr().unwrap();
@@ -248,6 +249,7 @@ impl Replica {
             &source,
             served,
             metrics.clone(),
+            Default::default(),
             identity,
             |key| timing.get(key).cloned(),
             shutdown_rx,

@@ -39,11 +39,12 @@ use tracing::{debug, info, warn};
 
 use super::desired::{annotations, InitialStatus};
 use super::exchange::SharedView;
-use super::matching::MergedRecords;
+use super::matching::{match_node, nodes_by_address, BootstrapMatch, MergedRecords, ServedLookup};
 use super::plan::{plan, Action, World};
 use super::served::ServedLog;
 use super::FIELD_MANAGER;
 use crate::api::machineconfignode::{MachineConfigNode, MachineConfigNodeStatus};
+use crate::events::EventNotices;
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
 use crate::telemetry::ErrorChain;
@@ -201,6 +202,7 @@ pub struct Reconciler {
     nodes: Api<Node>,
     records: Records,
     metrics: Arc<Metrics>,
+    events: EventNotices,
     settings: ReconcileSettings,
     config_image_declared: bool,
     holds: HashMap<String, Hold>,
@@ -214,6 +216,7 @@ impl Reconciler {
         client: Client,
         records: Records,
         metrics: Arc<Metrics>,
+        events: EventNotices,
         settings: ReconcileSettings,
     ) -> Self {
         Reconciler {
@@ -221,6 +224,7 @@ impl Reconciler {
             nodes: Api::all(client),
             records,
             metrics,
+            events,
             settings,
             config_image_declared: true,
             holds: HashMap::new(),
@@ -273,6 +277,7 @@ impl Reconciler {
         let merged = self.records.merged(SystemTime::now());
         self.metrics.set_mcn_records_merged(merged.len());
         let plan = plan(&world, &merged, self.config_image_declared);
+        self.announce_first_configs(&world, &merged);
         self.warn_unpooled(&plan.unpooled);
 
         let cached_versions: HashMap<&str, Option<&str>> = world
@@ -389,6 +394,17 @@ impl Reconciler {
                 address = annotations.get(annotations::BOOTSTRAP_ADDRESS).map(String::as_str).unwrap_or_default(),
                 "bootstrap record written"
             );
+        }
+    }
+
+    /// The Kubernetes Events hook: every Node matched to a served record (the same match as
+    /// its bootstrap record) gets its `FirstConfigServed` event, once per Node.
+    fn announce_first_configs(&self, world: &World<'_>, served: &impl ServedLookup) {
+        let owners = nodes_by_address(world.nodes.iter().map(Arc::as_ref));
+        for node in world.nodes.iter() {
+            if let BootstrapMatch::Matched(bootstrap) = match_node(node, served, &owners) {
+                self.events.first_config_served(node, &bootstrap.record);
+            }
         }
     }
 

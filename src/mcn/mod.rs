@@ -46,6 +46,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::events::EventNotices;
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
 
@@ -175,6 +176,7 @@ pub fn start(
     inputs: PublisherInputs,
     served: ServedLog,
     metrics: Arc<Metrics>,
+    events: EventNotices,
     shutdown: watch::Receiver<bool>,
 ) -> Publisher {
     let (leading_tx, leading) = watch::channel(false);
@@ -195,7 +197,8 @@ pub fn start(
         served,
         shared,
     };
-    let reconciler = controller::Reconciler::new(client, records, metrics, settings.reconcile);
+    let reconciler =
+        controller::Reconciler::new(client, records, metrics, events, settings.reconcile);
     let reconcile = tokio::spawn(controller::run(
         reconciler,
         inputs.snapshots,
@@ -216,6 +219,7 @@ pub fn start_for_cluster(
     source: &crate::source::cluster::ClusterSource,
     served: ServedLog,
     metrics: Arc<Metrics>,
+    events: EventNotices,
     host: &str,
     env: impl Fn(&str) -> Option<String>,
     shutdown: watch::Receiver<bool>,
@@ -232,6 +236,7 @@ pub fn start_for_cluster(
         },
         served,
         metrics,
+        events,
         shutdown,
     ))
 }

@@ -307,6 +307,44 @@ pub fn decide(
     }
 }
 
+/// Since when a pool has been held on its base image for want of validation: for a
+/// [`DecisionReason::NotValidated`] decision about `rendered_config`, the earliest time one of
+/// that config's builds succeeded (its `Succeeded` condition's `lastTransitionTime`, else its
+/// creation time), Unix seconds; `None` for any other decision. Read from the cluster's objects,
+/// so every replica reports the same time and a restart does not reset it.
+pub fn not_validated_since(
+    decision: &LayeredDecision,
+    rendered_config: &str,
+    inputs: &LayeredInputs,
+) -> Option<i64> {
+    if decision.reason != DecisionReason::NotValidated {
+        return None;
+    }
+    let mosc = decision.machine_os_config.as_deref()?;
+    builds_newest_first(mosc, rendered_config, &inputs.machine_os_builds)
+        .into_iter()
+        .filter(|build| matches!(build_state(build), BuildState::Succeeded(_)))
+        .filter_map(succeeded_at)
+        .min()
+}
+
+fn succeeded_at(build: &MachineOSBuild) -> Option<i64> {
+    let transition = build.status.as_ref().and_then(|status| {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_SUCCEEDED && c.status == "True")
+            .and_then(|c| {
+                c.last_transition_time
+                    .parse::<k8s_openapi::jiff::Timestamp>()
+                    .ok()
+            })
+    });
+    transition
+        .or_else(|| build.metadata.creation_timestamp.as_ref().map(|t| t.0))
+        .map(|t| t.as_second())
+}
+
 /// The image for the `currentImage`/`desiredImage` node annotations: the MachineConfig's
 /// non-empty `pre-built-image` annotation (install-time image mode) wins, in both modes; else
 /// the served decision image; else none (no image annotations).

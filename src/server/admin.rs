@@ -57,6 +57,8 @@ pub fn admin_router(state: AdminState) -> Router {
 }
 
 async fn metrics(State(state): State<AdminState>) -> Response<Body> {
+    // Sampled when scraped, so `mcs_ready` is exactly what /readyz answers now.
+    state.metrics.set_ready(*state.ready.borrow());
     text_response(
         StatusCode::OK,
         Metrics::CONTENT_TYPE,

@@ -25,6 +25,7 @@ use tokio::sync::watch;
 use tracing::Instrument as _;
 
 use crate::cache::{CacheKey, CacheOutcome, PayloadCache};
+use crate::events::EventNotices;
 use crate::ignition::{accept, SpecVersion};
 use crate::mcn::ServedLog;
 use crate::metrics::{Metrics, PoolLabel, PoolStatusBoard};
@@ -53,6 +54,8 @@ pub struct AppState {
     pub layered: Arc<DecisionTracker>,
     /// What each remote address was last answered (read by the MachineConfigNode publisher).
     pub served: ServedLog,
+    /// Renders that succeeded or failed, for the Kubernetes Events of the lease holder.
+    pub events: EventNotices,
 }
 
 /// The remote address of the connection a request arrived on (set by the listener).
@@ -225,6 +228,11 @@ async fn answer_config(
         CacheOutcome::Miss => state.metrics.cache_miss(),
         CacheOutcome::Hit | CacheOutcome::Joined => state.metrics.cache_hit(),
     }
+    // A render happened (not a cached answer): news for the pool's events, once per input
+    // generation whatever the request rate.
+    if lookup.outcome == CacheOutcome::Miss {
+        report_render(state, &pool, version, lookup.result.as_ref().err());
+    }
     match lookup.result {
         Ok(rendered) => {
             observed.rendered_config = Some(rendered.rendered_config.clone());
@@ -267,6 +275,29 @@ async fn answer_config(
             }
             empty(status)
         }
+    }
+}
+
+/// Tells the event publisher how a render for an existing pool went.
+fn report_render(
+    state: &AppState,
+    pool: &str,
+    version: SpecVersion,
+    error: Option<&Arc<RenderError>>,
+) {
+    let exists = matches!(state.snapshots.borrow().pools.get(pool), Some(Ok(_)));
+    if !exists {
+        return;
+    }
+    match error {
+        None => state.events.rendered(pool, version),
+        Some(error) => state.events.render_failed(
+            pool,
+            version,
+            error.kind(),
+            status_for(error).as_u16(),
+            ErrorChain(&**error).to_string(),
+        ),
     }
 }
 

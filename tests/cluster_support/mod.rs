@@ -115,3 +115,20 @@ pub fn kubeconfig_parts(kubeconfig: &[u8]) -> (String, String, Vec<u8>) {
             .unwrap_or_default(),
     )
 }
+
+/// A pool `name` like the fixture's worker pool, selecting nodes labelled
+/// `node-role.kubernetes.io/<name>`, at rendered config `rendered` (which may not exist: then
+/// every config request for it is a 500).
+pub fn pool_at(api: &FakeApiServer, name: &str, rendered: &str) {
+    let mut pool = api
+        .get("MachineConfigPool", None, "worker")
+        .expect("the fixture's worker pool");
+    pool["metadata"] = json!({"name": name});
+    pool["spec"]["configuration"]["name"] = json!(rendered);
+    pool["spec"]["machineConfigSelector"] =
+        json!({"matchLabels": {"machineconfiguration.openshift.io/role": name}});
+    pool["spec"]["nodeSelector"] =
+        json!({"matchLabels": {format!("node-role.kubernetes.io/{name}"): ""}});
+    pool["status"]["configuration"]["name"] = json!(rendered);
+    api.apply_object(&pool).unwrap();
+}

@@ -1081,3 +1081,36 @@ fn pre_built_image_annotation_wins_for_node_annotations() {
         plain.spec.os_image_url
     );
 }
+
+#[test]
+fn held_since_is_when_the_first_unvalidated_build_succeeded() {
+    let layered_pool = pool(POOL, 0);
+    // Two succeeded builds of the served config, none validated: held since the earlier
+    // success (the fixture's Succeeded transition, 2025-05-01T10:05:00Z).
+    let inputs = with(|i| {
+        i.machine_os_builds = vec![
+            mosb("a", POOL, RENDERED, T1, Build::Succeeded(IMAGE)),
+            mosb("b", POOL, RENDERED, T2, Build::Succeeded(OLDER_IMAGE)),
+        ]
+    });
+    let decision = decide(&layered_pool, RENDERED, &inputs);
+    assert_eq!(decision.reason, DecisionReason::NotValidated);
+    assert_eq!(
+        not_validated_since(&decision, RENDERED, &inputs),
+        Some(1_746_093_900)
+    );
+
+    // Validated, building, or not layered: not held for want of validation.
+    let validated = with(|i| {
+        i.machine_os_builds = succeeded(IMAGE);
+        i.nodes = done_node(IMAGE);
+    });
+    let building = with(|i| {
+        i.machine_os_builds = vec![mosb("b", POOL, RENDERED, T1, Build::Building)];
+    });
+    for inputs in [validated, building, LayeredInputs::default()] {
+        let decision = decide(&layered_pool, RENDERED, &inputs);
+        assert_ne!(decision.reason, DecisionReason::NotValidated);
+        assert_eq!(not_validated_since(&decision, RENDERED, &inputs), None);
+    }
+}

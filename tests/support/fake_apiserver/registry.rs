@@ -87,7 +87,7 @@ pub struct Registry {
 
 impl Registry {
     /// The resources the machine-config-server touches: core nodes, configmaps, services,
-    /// secrets; coordination leases; every CRD of `crd_dir` (default: the CRDs derived from our
+    /// secrets; coordination leases; events.k8s.io events; every CRD of `crd_dir` (default: the CRDs derived from our
     /// own API types, [`derived_crds`]; Routes only when `with_routes`, to model a plain
     /// Kubernetes cluster without OpenShift's route API).
     pub fn standard(
@@ -101,6 +101,8 @@ impl Registry {
             ResourceDef::builtin("", "services", "Service", true, true),
             ResourceDef::builtin("", "secrets", "Secret", true, false),
             ResourceDef::builtin("coordination.k8s.io", "leases", "Lease", true, false),
+            // What kube's event recorder writes (create, then merge patches of `series`).
+            ResourceDef::builtin("events.k8s.io", "events", "Event", true, false),
         ];
         let crds = match crd_dir {
             Some(dir) => load_crd_dir(dir)?,

@@ -1,0 +1,599 @@
+//! Kubernetes Events (`events.k8s.io/v1`) for what an operator should see in `oc describe` and
+//! `oc get events`, and the `mcs_layered_held_since_timestamp_seconds` gauge.
+//!
+//! # What is reported (see README, "Events")
+//! - On a MachineConfigPool, when its layered image is held back (new nodes boot the base
+//!   image), with the decision's reason (`LayeredImage<Reason>`, e.g.
+//!   `LayeredImageNotValidated`), and when it is released (`LayeredImageReleased`). These come
+//!   from the cluster state: every new snapshot is decided for every pool with the same pure
+//!   [`layered::decide`] a render uses, and a pool is reported when its (rendered config,
+//!   reason, build) differs from what this replica last reported. Requests play no part.
+//! - On a MachineConfigPool, when a config for it cannot be rendered in a requested Ignition
+//!   spec (`RenderFailed`, with the error chain). The request path sends a [`Notice`] only when
+//!   it rendered (a cache miss: once per input generation, never per request), and one is
+//!   reported only when the failure for that (pool, spec) differs from the last one reported,
+//!   until a render for it succeeds again.
+//! - On a Node, when the MachineConfigNode publisher matched the first config served to its
+//!   machine (`FirstConfigServed`: rendered config, image, spec), once per Node uid.
+//!
+//! # Who reports, and how often
+//! Only the replica holding the publisher's Lease ([`crate::mcn::lease`]) publishes; the others
+//! only keep the gauge. A new leader reports the pools' current layered state once (what it has
+//! not reported itself). Publishing goes through kube's [`Recorder`], which aggregates a repeat
+//! of the same event (same reason, action and object within minutes) into one Event with a
+//! growing `series.count`, and at most one Event is written per [`MIN_INTERVAL`]; notices beyond
+//! a bounded queue are dropped and counted (`mcs_events_total{result="dropped"}`).
+//!
+//! Owns: which events exist, their wording, the leader-only publishing task. Must not touch:
+//! the request path beyond the non-blocking [`EventNotices`] calls.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::Resource;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::ignition::SpecVersion;
+use crate::mcn::ServedRecord;
+use crate::metrics::Metrics;
+use crate::render::layered::{self, DecisionReason};
+use crate::snapshot::Snapshot;
+
+/// `reportingController` of every Event.
+pub const REPORTING_CONTROLLER: &str = "machineconfiguration.openshift.io/machine-config-server";
+/// Shortest time between two Event writes (at most ten a second).
+pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+/// Notices waiting for the publisher; more are dropped.
+const QUEUE: usize = 1024;
+/// Node uids remembered as announced (a cluster's nodes; the oldest is forgotten beyond).
+const ANNOUNCED_NODES: usize = 8192;
+/// An Event write that takes longer is given up.
+const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
+/// The API server's limit on `note`.
+const NOTE_LIMIT: usize = 1024;
+
+/// What the request path and the MachineConfigNode publisher tell the event publisher.
+#[derive(Clone, Debug)]
+pub enum Notice {
+    /// A render for an existing pool failed (`kind`: the error's kind; `message`: its chain).
+    RenderFailed {
+        pool: String,
+        version: SpecVersion,
+        kind: &'static str,
+        status: u16,
+        message: String,
+    },
+    /// A render for the pool succeeded (a later failure is news again).
+    Rendered { pool: String, version: SpecVersion },
+    /// The publisher matched a served record to this Node: the first config its machine got.
+    FirstConfigServed {
+        node: ObjectReference,
+        record: ServedRecord,
+    },
+}
+
+/// The sending side, cheap to clone; every call returns at once. The default handle sends
+/// nowhere (bootstrap mode, tests).
+#[derive(Clone, Debug, Default)]
+pub struct EventNotices {
+    inner: Option<Arc<NoticesInner>>,
+}
+
+#[derive(Debug)]
+struct NoticesInner {
+    tx: mpsc::Sender<Notice>,
+    metrics: Arc<Metrics>,
+    announced: Mutex<(HashSet<String>, VecDeque<String>)>,
+}
+
+impl EventNotices {
+    /// A handle and the receiver [`start`] reads.
+    pub fn channel(metrics: Arc<Metrics>) -> (Self, mpsc::Receiver<Notice>) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let inner = NoticesInner {
+            tx,
+            metrics,
+            announced: Mutex::new((HashSet::new(), VecDeque::new())),
+        };
+        (
+            EventNotices {
+                inner: Some(Arc::new(inner)),
+            },
+            rx,
+        )
+    }
+
+    /// A render for `pool` (an existing pool) in spec `version` failed.
+    pub fn render_failed(
+        &self,
+        pool: &str,
+        version: SpecVersion,
+        kind: &'static str,
+        status: u16,
+        message: String,
+    ) {
+        self.send(Notice::RenderFailed {
+            pool: pool.to_owned(),
+            version,
+            kind,
+            status,
+            message,
+        });
+    }
+
+    /// A render for `pool` in spec `version` succeeded.
+    pub fn rendered(&self, pool: &str, version: SpecVersion) {
+        self.send(Notice::Rendered {
+            pool: pool.to_owned(),
+            version,
+        });
+    }
+
+    /// The MachineConfigNode publisher's hook: `record` is what `node`'s machine was served
+    /// before it joined. Announced once per Node uid; later calls for it do nothing.
+    pub fn first_config_served(&self, node: &Node, record: &ServedRecord) {
+        let Some(inner) = &self.inner else { return };
+        let Some(uid) = node.metadata.uid.clone() else {
+            return;
+        };
+        {
+            let mut announced = inner
+                .announced
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if announced.0.contains(&uid) {
+                return;
+            }
+            announced.0.insert(uid.clone());
+            announced.1.push_back(uid);
+            while announced.1.len() > ANNOUNCED_NODES {
+                if let Some(oldest) = announced.1.pop_front() {
+                    announced.0.remove(&oldest);
+                }
+            }
+        }
+        self.send(Notice::FirstConfigServed {
+            node: reference(node),
+            record: record.clone(),
+        });
+    }
+
+    fn send(&self, notice: Notice) {
+        let Some(inner) = &self.inner else { return };
+        if inner.tx.try_send(notice).is_err() {
+            inner.metrics.kube_event("dropped");
+            tracing::debug!("event notice queue full or closed; notice dropped");
+        }
+    }
+}
+
+/// One Event to publish.
+pub struct PlannedEvent {
+    pub regarding: ObjectReference,
+    pub event: Event,
+}
+
+/// A layered pool's state as the events report it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayeredState {
+    pub rendered_config: String,
+    pub reason: DecisionReason,
+    pub machine_os_config: Option<String>,
+    pub machine_os_build: Option<String>,
+    pub image: Option<String>,
+    pub build_image: Option<String>,
+    /// `not_validated`: since when (Unix seconds), see [`layered::not_validated_since`].
+    pub held_since: Option<i64>,
+}
+
+impl LayeredState {
+    fn same_decision(&self, other: &LayeredState) -> bool {
+        (
+            &self.rendered_config,
+            self.reason,
+            &self.machine_os_build,
+            &self.image,
+        ) == (
+            &other.rendered_config,
+            other.reason,
+            &other.machine_os_build,
+            &other.image,
+        )
+    }
+}
+
+/// The layered state of every layered pool of `snapshot` (pools with a MachineOSConfig), by
+/// pool name. Pure.
+pub fn layered_states(snapshot: &Snapshot) -> BTreeMap<String, LayeredState> {
+    snapshot
+        .pools
+        .iter()
+        .filter_map(|(name, pool)| {
+            let pool = pool.as_ref().ok()?;
+            let rendered_config = pool.served_config_name();
+            if rendered_config.is_empty() {
+                return None;
+            }
+            let decision = layered::decide(pool, rendered_config, &snapshot.layered);
+            if decision.reason == DecisionReason::NotLayered {
+                return None;
+            }
+            let held_since =
+                layered::not_validated_since(&decision, rendered_config, &snapshot.layered);
+            Some((
+                name.clone(),
+                LayeredState {
+                    rendered_config: rendered_config.to_owned(),
+                    reason: decision.reason,
+                    machine_os_config: decision.machine_os_config,
+                    machine_os_build: decision.machine_os_build,
+                    image: decision.image,
+                    build_image: decision.build_image,
+                    held_since,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// The events for the change from `reported` to `current` (pure): a pool whose decision
+/// changed to a held one gets its held event; one that changed from held to served gets
+/// `LayeredImageReleased`. A pool first seen already served gets nothing.
+pub fn layered_events(
+    reported: &BTreeMap<String, LayeredState>,
+    current: &BTreeMap<String, LayeredState>,
+    snapshot: &Snapshot,
+) -> Vec<PlannedEvent> {
+    let mut events = Vec::new();
+    for (pool, state) in current {
+        let previous = reported.get(pool);
+        if previous.is_some_and(|p| p.same_decision(state)) {
+            continue;
+        }
+        let Some(Ok(mcp)) = snapshot.pools.get(pool) else {
+            continue;
+        };
+        let regarding = reference(mcp.as_ref());
+        let related = related_build(state, snapshot);
+        let event = if state.reason == DecisionReason::Validated {
+            if previous.is_none_or(|p| p.reason == DecisionReason::Validated) {
+                continue;
+            }
+            Event {
+                type_: EventType::Normal,
+                reason: "LayeredImageReleased".into(),
+                note: Some(note(format!(
+                    "new nodes of pool {pool} now boot the layered image {} (MachineOSBuild {}, rendered config {}): a node of the pool validated it",
+                    state.image.as_deref().unwrap_or_default(),
+                    state.machine_os_build.as_deref().unwrap_or_default(),
+                    state.rendered_config
+                ))),
+                action: "ServeLayeredImage".into(),
+                secondary: related,
+            }
+        } else {
+            Event {
+                type_: held_type(state.reason),
+                reason: held_reason(state.reason),
+                note: Some(note(format!(
+                    "new nodes of pool {pool} boot the base image of {}, not a layered image: {}. Run `machine-config-server explain --pool {pool}` for details",
+                    state.rendered_config,
+                    held_explanation(state)
+                ))),
+                action: "ServeBaseImage".into(),
+                secondary: related,
+            }
+        };
+        events.push(PlannedEvent { regarding, event });
+    }
+    events
+}
+
+/// `LayeredImage` + the decision reason in PascalCase, e.g. `LayeredImageNotValidated`.
+fn held_reason(reason: DecisionReason) -> String {
+    let pascal: String = reason
+        .as_str()
+        .split('_')
+        .map(|word| {
+            let mut chars = word.chars();
+            chars
+                .next()
+                .map(|first| first.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect();
+    format!("LayeredImage{pascal}")
+}
+
+/// Warning where a person has something to look at; Normal while the build pipeline is simply
+/// not done yet.
+fn held_type(reason: DecisionReason) -> EventType {
+    match reason {
+        DecisionReason::BuildFailed
+        | DecisionReason::BuildInterrupted
+        | DecisionReason::NotValidated
+        | DecisionReason::InClusterRegistry => EventType::Warning,
+        _ => EventType::Normal,
+    }
+}
+
+fn held_explanation(state: &LayeredState) -> String {
+    let build = state.machine_os_build.as_deref().unwrap_or_default();
+    let image = state.build_image.as_deref().unwrap_or_default();
+    match state.reason {
+        DecisionReason::NoImageYet => format!(
+            "MachineOSConfig {} has produced no image yet",
+            state.machine_os_config.as_deref().unwrap_or_default()
+        ),
+        DecisionReason::NoBuildForConfig => "no MachineOSBuild exists for this rendered config".into(),
+        DecisionReason::BuildPending => format!("MachineOSBuild {build} has not started or finished"),
+        DecisionReason::BuildBuilding => format!("MachineOSBuild {build} is building"),
+        DecisionReason::BuildFailed => format!("MachineOSBuild {build} failed"),
+        DecisionReason::BuildInterrupted => format!("MachineOSBuild {build} was interrupted"),
+        DecisionReason::NotValidated => format!(
+            "MachineOSBuild {build} succeeded (image {image}) but no node of the pool runs it and is done updating (not_validated)"
+        ),
+        DecisionReason::InClusterRegistry => format!(
+            "the validated image {image} is in the in-cluster registry, which a booting node cannot reach"
+        ),
+        DecisionReason::NotLayered | DecisionReason::Validated => state.reason.as_str().into(),
+    }
+}
+
+/// The MachineOSBuild (else the MachineOSConfig) the state is about, as an object reference.
+fn related_build(state: &LayeredState, snapshot: &Snapshot) -> Option<ObjectReference> {
+    if let Some(name) = &state.machine_os_build {
+        let build = snapshot
+            .layered
+            .machine_os_builds
+            .iter()
+            .find(|b| b.metadata.name.as_ref() == Some(name))?;
+        return Some(reference(build.as_ref()));
+    }
+    let name = state.machine_os_config.as_ref()?;
+    let config = snapshot
+        .layered
+        .machine_os_configs
+        .iter()
+        .find(|c| c.metadata.name.as_ref() == Some(name))?;
+    Some(reference(config.as_ref()))
+}
+
+/// A reference naming the object (kind, name, uid), without the resourceVersion: the
+/// recorder aggregates repeats by reference, and a new resourceVersion is the same object.
+fn reference<K: Resource<DynamicType = ()>>(object: &K) -> ObjectReference {
+    let meta: &ObjectMeta = object.meta();
+    ObjectReference {
+        api_version: Some(K::api_version(&()).into_owned()),
+        kind: Some(K::kind(&()).into_owned()),
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        uid: meta.uid.clone(),
+        ..ObjectReference::default()
+    }
+}
+
+/// `text` cut to the API server's limit on a character boundary.
+fn note(mut text: String) -> String {
+    if text.len() > NOTE_LIMIT {
+        let mut end = NOTE_LIMIT - 3;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str("...");
+    }
+    text
+}
+
+/// The leader's publisher state.
+struct Emitter {
+    recorder: Recorder,
+    metrics: Arc<Metrics>,
+    /// Layered states reported in this leadership term (`None`: nothing reported yet).
+    reported: Option<BTreeMap<String, LayeredState>>,
+    /// The last render failure reported per (pool, spec): (rendered config, error kind).
+    render_failures: HashMap<(String, SpecVersion), (String, &'static str)>,
+    last_publish: Option<Instant>,
+}
+
+impl Emitter {
+    async fn publish(&mut self, planned: PlannedEvent) {
+        if let Some(last) = self.last_publish {
+            tokio::time::sleep_until(last + MIN_INTERVAL).await;
+        }
+        self.last_publish = Some(Instant::now());
+        let object = planned.regarding.name.clone().unwrap_or_default();
+        let kind = planned.regarding.kind.clone().unwrap_or_default();
+        let result = tokio::time::timeout(
+            PUBLISH_TIMEOUT,
+            self.recorder.publish(&planned.event, &planned.regarding),
+        )
+        .await;
+        match result {
+            Ok(Ok(())) => {
+                self.metrics.kube_event("published");
+                tracing::info!(%kind, %object, reason = %planned.event.reason, note = planned.event.note.as_deref().unwrap_or_default(), "published event");
+            }
+            Ok(Err(error)) => {
+                self.metrics.kube_event("failed");
+                tracing::warn!(%kind, %object, reason = %planned.event.reason, error = %crate::telemetry::ErrorChain(&error), "could not publish event");
+            }
+            Err(_) => {
+                self.metrics.kube_event("failed");
+                tracing::warn!(%kind, %object, reason = %planned.event.reason, "could not publish event in time");
+            }
+        }
+    }
+
+    fn on_notice(&mut self, notice: Notice, snapshot: &Snapshot) -> Option<PlannedEvent> {
+        match notice {
+            Notice::Rendered { pool, version } => {
+                self.render_failures.remove(&(pool, version));
+                None
+            }
+            Notice::RenderFailed {
+                pool,
+                version,
+                kind,
+                status,
+                message,
+            } => {
+                let Some(Ok(mcp)) = snapshot.pools.get(&pool) else {
+                    return None;
+                };
+                let rendered = mcp.served_config_name().to_owned();
+                let failure = (rendered.clone(), kind);
+                let key = (pool.clone(), version);
+                if self.render_failures.get(&key) == Some(&failure) {
+                    return None;
+                }
+                self.render_failures.insert(key, failure);
+                Some(PlannedEvent {
+                    regarding: reference(mcp.as_ref()),
+                    event: Event {
+                        type_: EventType::Warning,
+                        reason: "RenderFailed".into(),
+                        note: Some(note(format!(
+                            "cannot serve pool {pool} ({rendered}) as Ignition {version}: nodes asking for it get HTTP {status} ({kind}): {message}. Run `machine-config-server explain --pool {pool} --spec {version}` for details"
+                        ))),
+                        action: format!("ServeIgnition{version}"),
+                        secondary: None,
+                    },
+                })
+            }
+            Notice::FirstConfigServed { node, record } => {
+                let name = node.name.clone().unwrap_or_default();
+                let image = record
+                    .image
+                    .as_deref()
+                    .map(|image| format!(", image {image}"))
+                    .unwrap_or_default();
+                Some(PlannedEvent {
+                    regarding: node,
+                    event: Event {
+                        type_: EventType::Normal,
+                        reason: "FirstConfigServed".into(),
+                        note: Some(note(format!(
+                            "machine {name} booted with rendered config {} of pool {} (Ignition {}{image})",
+                            record.rendered_config, record.pool, record.spec_version
+                        ))),
+                        action: "ServeConfig".into(),
+                        secondary: None,
+                    },
+                })
+            }
+        }
+    }
+}
+
+/// Why the event task woke up.
+enum Wake {
+    Stop,
+    Notice(Box<Notice>),
+    NoticesClosed,
+    StateChanged,
+}
+
+/// Everything the event task reads.
+pub struct EventInputs {
+    pub snapshots: watch::Receiver<Arc<Snapshot>>,
+    pub ready: watch::Receiver<bool>,
+    /// True while this replica holds the publisher's Lease.
+    pub leading: watch::Receiver<bool>,
+    pub notices: mpsc::Receiver<Notice>,
+}
+
+/// Starts the event task: keeps `mcs_layered_held_since_timestamp_seconds` on every replica,
+/// publishes Events as `instance` (the lease identity) while leading, ends on `shutdown`.
+pub fn start(
+    client: kube::Client,
+    instance: &str,
+    metrics: Arc<Metrics>,
+    inputs: EventInputs,
+    mut shutdown: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    let reporter = Reporter {
+        controller: REPORTING_CONTROLLER.into(),
+        instance: Some(instance.to_owned()),
+    };
+    let mut emitter = Emitter {
+        recorder: Recorder::new(client, reporter),
+        metrics: metrics.clone(),
+        reported: None,
+        render_failures: HashMap::new(),
+        last_publish: None,
+    };
+    let EventInputs {
+        mut snapshots,
+        mut ready,
+        mut leading,
+        mut notices,
+    } = inputs;
+    tokio::spawn(async move {
+        let mut notices_open = true;
+        loop {
+            // Notices first: what requests reported is published before a later state change.
+            let wake = tokio::select! {
+                biased;
+                _ = shutdown.wait_for(|stop| *stop) => Wake::Stop,
+                notice = notices.recv(), if notices_open => match notice {
+                    Some(notice) => Wake::Notice(Box::new(notice)),
+                    None => Wake::NoticesClosed,
+                },
+                changed = snapshots.changed() => match changed {
+                    Ok(()) => Wake::StateChanged,
+                    Err(_) => Wake::Stop,
+                },
+                _ = ready.changed() => Wake::StateChanged,
+                _ = leading.changed() => Wake::StateChanged,
+            };
+            let state_changed = match wake {
+                Wake::Stop => return,
+                Wake::NoticesClosed => {
+                    notices_open = false;
+                    false
+                }
+                Wake::Notice(notice) => {
+                    if *leading.borrow() {
+                        let snapshot = snapshots.borrow().clone();
+                        if let Some(planned) = emitter.on_notice(*notice, &snapshot) {
+                            emitter.publish(planned).await;
+                        }
+                    }
+                    false
+                }
+                Wake::StateChanged => true,
+            };
+            if !state_changed {
+                continue;
+            }
+            let snapshot = snapshots.borrow_and_update().clone();
+            if !*ready.borrow_and_update() || snapshot.generation == 0 {
+                continue;
+            }
+            let states = layered_states(&snapshot);
+            let held: BTreeMap<String, i64> = states
+                .iter()
+                .filter_map(|(pool, state)| Some((pool.clone(), state.held_since?)))
+                .collect();
+            metrics.set_layered_held(&held);
+            if !*leading.borrow_and_update() {
+                emitter.reported = None;
+                emitter.render_failures.clear();
+                continue;
+            }
+            let reported = emitter.reported.take().unwrap_or_default();
+            for planned in layered_events(&reported, &states, &snapshot) {
+                emitter.publish(planned).await;
+            }
+            emitter.reported = Some(states);
+        }
+    })
+}
