@@ -24,7 +24,7 @@ use cluster_support::{load_realistic_cluster, token_dir, APISERVER_URL, MCO_NAME
 use machine_config_server::mcn;
 use mcs::{poll, Server};
 use serde_json::{json, Value};
-use support::fake_apiserver::{FakeApiServer, Options, RequestRecord};
+use support::api_server::{ApiServer, Options, RequestRecord};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
@@ -41,7 +41,7 @@ fn names(i: usize) -> (String, String) {
     (format!("mcs-pod-{i}"), format!("master-{i}"))
 }
 
-fn start_replica(api: &FakeApiServer, tokens: &tempfile::TempDir, i: usize) -> Server {
+fn start_replica(api: &ApiServer, tokens: &tempfile::TempDir, i: usize) -> Server {
     let kubeconfig = api.kubeconfig_file().to_str().unwrap().to_string();
     let tokens = tokens.path().to_str().unwrap().to_string();
     let (pod, node) = names(i);
@@ -156,7 +156,7 @@ fn worker_node(name: &str, ip: IpAddr) -> Value {
     })
 }
 
-fn lease_holder(api: &FakeApiServer) -> Option<String> {
+fn lease_holder(api: &ApiServer) -> Option<String> {
     let lease = api.get("Lease", Some(MCO_NAMESPACE), LEASE_NAME)?;
     lease["spec"]["holderIdentity"]
         .as_str()
@@ -165,7 +165,7 @@ fn lease_holder(api: &FakeApiServer) -> Option<String> {
 }
 
 /// Records in the shared ConfigMap, per replica key.
-fn published_records(api: &FakeApiServer) -> BTreeMap<String, usize> {
+fn published_records(api: &ApiServer) -> BTreeMap<String, usize> {
     let Some(object) = api.get("ConfigMap", Some(MCO_NAMESPACE), RECORDS) else {
         return BTreeMap::new();
     };
@@ -202,7 +202,7 @@ fn is_write(r: &RequestRecord) -> bool {
 
 /// Creates the Nodes of `machines` at once and waits until each MCN carries a bootstrap record;
 /// returns the time from each Node's creation to its MCN showing the record.
-fn join_and_wait(api: &FakeApiServer, machines: std::ops::Range<usize>) -> Vec<Duration> {
+fn join_and_wait(api: &ApiServer, machines: std::ops::Range<usize>) -> Vec<Duration> {
     let mut created: HashMap<String, Instant> = HashMap::new();
     for i in machines.clone() {
         let name = machine_name(i);
@@ -249,7 +249,7 @@ fn summary(latencies: &[Duration]) -> String {
 #[test]
 fn every_joining_node_gets_the_record_of_the_replica_that_served_it() {
     let started = Instant::now();
-    let api = FakeApiServer::start(Options::default());
+    let api = ApiServer::start(Options::default());
     load_realistic_cluster(&api);
     let tokens = token_dir();
     let mut replicas: Vec<Option<Server>> = (0..REPLICAS)
@@ -309,7 +309,7 @@ fn every_joining_node_gets_the_record_of_the_replica_that_served_it() {
     );
     let writes_before_nodes = api.requests().iter().filter(|r| is_write(r)).count();
 
-    let leader_index = |api: &FakeApiServer, replicas: &[Option<Server>]| {
+    let leader_index = |api: &ApiServer, replicas: &[Option<Server>]| {
         let holder = poll("a lease holder", DEADLINE, || lease_holder(api));
         replicas
             .iter()
