@@ -159,13 +159,7 @@ impl ApiClient {
                 &format!("CRD {name} Established"),
                 Duration::from_secs(60),
                 || {
-                    let crd = self.request(
-                        &crd_resource,
-                        "GET",
-                        &crd_resource.path(None, Some(name)),
-                        None,
-                        None,
-                    );
+                    let crd = self.request("GET", &crd_resource.path(None, Some(name)), None, None);
                     let established = crd.ok().is_some_and(|crd| {
                         crd["status"]["conditions"]
                             .as_array()
@@ -283,7 +277,6 @@ impl ApiClient {
     /// One request as the fixture user; the JSON answer or the API's error.
     fn request(
         &self,
-        resource: &Resource,
         method: &str,
         path: &str,
         content_type: Option<&str>,
@@ -292,7 +285,6 @@ impl ApiClient {
         let method = method.to_string();
         let path = path.to_string();
         let content_type = content_type.map(str::to_string);
-        let _ = resource;
         self.run(move |client| {
             Box::pin(async move {
                 let mut builder = http::Request::builder().method(method.as_str()).uri(path);
@@ -351,7 +343,6 @@ impl ApiClient {
         }
         path.push_str(&format!("?fieldManager={manager}&force={force}"));
         self.request(
-            resource,
             "PATCH",
             &path,
             Some("application/apply-patch+yaml"),
@@ -369,7 +360,6 @@ impl ApiClient {
             "spec": {"expirationSeconds": 3600}
         });
         let answer = self.request(
-            &resource,
             "POST",
             &path,
             Some("application/json"),
@@ -383,13 +373,7 @@ impl ApiClient {
 
     pub fn get(&self, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
         let resource = self.resolve(kind);
-        match self.request(
-            &resource,
-            "GET",
-            &resource.path(namespace, Some(name)),
-            None,
-            None,
-        ) {
+        match self.request("GET", &resource.path(namespace, Some(name)), None, None) {
             Ok(object) => Some(with_type(object, &resource)),
             Err(e) if e.code == 404 => None,
             Err(e) => panic!("GET {kind} {name}: {e}"),
@@ -403,7 +387,7 @@ impl ApiClient {
             namespaced: false,
             ..resource.clone()
         };
-        let list = match self.request(&resource, "GET", &all.path(None, None), None, None) {
+        let list = match self.request("GET", &all.path(None, None), None, None) {
             Ok(list) => list,
             Err(e) => panic!("LIST {kind}: {e}"),
         };
@@ -438,7 +422,6 @@ impl ApiClient {
             resource.path(namespace.as_deref(), None)
         );
         self.request(
-            &resource,
             "POST",
             &path,
             Some("application/json"),
@@ -461,7 +444,6 @@ impl ApiClient {
             resource.path(namespace.as_deref(), Some(&name))
         );
         self.request(
-            &resource,
             "PUT",
             &path,
             Some("application/json"),
@@ -521,7 +503,6 @@ impl ApiClient {
         let merge = "application/merge-patch+json";
         let query = format!("?fieldManager={FIXTURE_MANAGER}");
         let mut stored = self.request(
-            &resource,
             "PATCH",
             &format!("{path}{query}"),
             Some(merge),
@@ -530,7 +511,6 @@ impl ApiClient {
         if let Some(status) = status {
             let body = json!({ "status": status }).to_string().into_bytes();
             stored = self.request(
-                &resource,
                 "PATCH",
                 &format!("{path}/status{query}"),
                 Some(merge),
@@ -547,13 +527,7 @@ impl ApiClient {
         name: &str,
     ) -> Result<Value, ApiError> {
         let resource = self.resolve(kind);
-        self.request(
-            &resource,
-            "DELETE",
-            &resource.path(namespace, Some(name)),
-            None,
-            None,
-        )
+        self.request("DELETE", &resource.path(namespace, Some(name)), None, None)
     }
 
     pub fn load_yaml_str(&self, text: &str) -> Result<Vec<Value>, String> {
