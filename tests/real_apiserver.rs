@@ -237,10 +237,14 @@ fn the_audit_log_reads_as_the_fake_servers_request_log() {
               leases, 200),
         event("2", "ResponseComplete", UNDER_TEST_USER, "watch",
               "/apis/machineconfiguration.openshift.io/v1/machineconfigpools?watch=true", pools, 200),
+        event("4", "ResponseComplete", UNDER_TEST_USER, "create",
+              "/apis/machineconfiguration.openshift.io/v1/machineconfignodes",
+              json!({"resource": "machineconfignodes", "name": "worker-0",
+                     "apiGroup": "machineconfiguration.openshift.io", "apiVersion": "v1"}), 201),
     ]
     .join("\n");
     let records = parse_audit_log(&log, UNDER_TEST_USER);
-    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records.len(), 3, "{records:?}");
     assert_eq!(records[0].verb, "watch");
     assert_eq!(records[0].method, "GET");
     assert_eq!(
@@ -261,6 +265,13 @@ fn the_audit_log_reads_as_the_fake_servers_request_log() {
         Some("machine-config-server-mcn")
     );
     assert_eq!(records[1].status, 200);
+    // A create's name is in the audit event (from the object) but not what RBAC authorizes.
+    assert_eq!(
+        (records[2].verb.as_str(), records[2].method.as_str()),
+        ("create", "POST")
+    );
+    assert_eq!(records[2].name, None);
+    assert_eq!(records[2].status, 201);
 }
 
 #[test]
