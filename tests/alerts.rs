@@ -26,7 +26,7 @@ use cluster_support::{load_realistic_cluster, token_dir, APISERVER_URL};
 use mcs::Server;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use support::fake_apiserver::{FakeApiServer, Options};
+use support::api_server::{ApiServer, Options};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -362,7 +362,7 @@ fn alert_expressions_use_what_the_server_exports() {
 
     // Cluster mode: a layered pool held on its base image (a build succeeded, no node runs it)
     // and a machine that boots and joins (its MachineConfigNode is written).
-    let api = FakeApiServer::start(Options::default());
+    let api = ApiServer::start(Options::default());
     load_realistic_cluster(&api);
     api.load_yaml_file(support::fixtures::layered_objects())
         .unwrap();

@@ -24,7 +24,7 @@ use cluster_support::{
 };
 use mcs::{poll, Server};
 use serde_json::{json, Value};
-use support::fake_apiserver::{FakeApiServer, Options};
+use support::api_server::{ApiServer, Options};
 use support::fixtures::LAYERED_IMAGE;
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -35,7 +35,7 @@ const ACCEPT_34: (&str, &str) = (
 );
 const CONTROLLER: &str = "machineconfiguration.openshift.io/machine-config-server";
 
-fn start(api: &FakeApiServer, tokens: &tempfile::TempDir, pod: &str) -> Server {
+fn start(api: &ApiServer, tokens: &tempfile::TempDir, pod: &str) -> Server {
     let kubeconfig = api.kubeconfig_file().to_str().unwrap().to_string();
     Server::start_with_env(
         &[
@@ -75,7 +75,7 @@ fn storm(server: &Server, paths: &[&str], count: usize) {
 }
 
 /// (regarding kind/name, reason) of every Event.
-fn events(api: &FakeApiServer) -> Vec<Value> {
+fn events(api: &ApiServer) -> Vec<Value> {
     api.list("Event")
 }
 
@@ -99,7 +99,7 @@ fn metric(server: &Server, series: &str) -> Option<f64> {
 
 #[test]
 fn events_come_once_per_state_change_from_the_lease_holder_only() {
-    let api = FakeApiServer::start(Options::default());
+    let api = ApiServer::start(Options::default());
     load_realistic_cluster(&api);
     api.load_yaml_file(support::fixtures::layered_objects())
         .unwrap();

@@ -119,7 +119,7 @@ pub fn kubeconfig_parts(kubeconfig: &[u8]) -> (String, String, Vec<u8>) {
 /// A pool `name` like the fixture's worker pool, selecting nodes labelled
 /// `node-role.kubernetes.io/<name>`, at rendered config `rendered` (which may not exist: then
 /// every config request for it is a 500).
-pub fn pool_at(api: &FakeApiServer, name: &str, rendered: &str) {
+pub fn pool_at(api: &ApiServer, name: &str, rendered: &str) {
     let mut pool = api
         .get("MachineConfigPool", None, "worker")
         .expect("the fixture's worker pool");
