@@ -34,7 +34,7 @@
 //!
 //! Owns this ConfigMap only. Never blocks serving: the request path only touches [`ServedLog`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -55,7 +55,6 @@ use tracing::{debug, info, warn};
 use super::desired::{has_bootstrap_record, internal_ips, node_name};
 use super::matching::CLOCK_SKEW;
 use super::served::{ServedLog, ServedRecord};
-use crate::api::machineconfignode::MachineConfigNode;
 use crate::ignition::SpecVersion;
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
@@ -252,25 +251,49 @@ fn millis(time: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// True when the record for `address` has done its job: a Node with that `InternalIP`, created
-/// after it was served (with [`CLOCK_SKEW`]), has an MCN with a bootstrap record (or one that
-/// says the source is unknown). Whoever wrote it, the record is no longer needed.
-pub fn settled(address: IpAddr, record: &ServedRecord, snapshot: &Snapshot) -> bool {
-    let mcns = &snapshot.layered.machine_config_nodes;
-    snapshot.layered.nodes.iter().any(|node| {
-        let joined_after = node
+/// The addresses whose records have done their job, with the newest creation time of a Node
+/// there: a Node with that `InternalIP` has an MCN with a bootstrap record (or one that says the
+/// source is unknown), whoever wrote it. One pass over Nodes and MCNs, so that checking every
+/// record of a flush is a lookup.
+pub fn settled_addresses(snapshot: &Snapshot) -> HashMap<IpAddr, Option<SystemTime>> {
+    let recorded: HashSet<&str> = snapshot
+        .layered
+        .machine_config_nodes
+        .iter()
+        .filter(|mcn| has_bootstrap_record(mcn))
+        .filter_map(|mcn| mcn.metadata.name.as_deref())
+        .collect();
+    let mut out: HashMap<IpAddr, Option<SystemTime>> = HashMap::new();
+    for node in snapshot.layered.nodes.iter() {
+        if !recorded.contains(node_name(node)) {
+            continue;
+        }
+        let created = node
             .metadata
             .creation_timestamp
             .as_ref()
             .and_then(|t| u64::try_from(t.0.as_second()).ok())
-            .is_none_or(|secs| {
-                record.served_at <= UNIX_EPOCH + Duration::from_secs(secs) + CLOCK_SKEW
-            });
-        joined_after
-            && internal_ips(node).contains(&address)
-            && mcns.iter().any(|mcn: &Arc<MachineConfigNode>| {
-                mcn.metadata.name.as_deref() == Some(node_name(node)) && has_bootstrap_record(mcn)
-            })
+            .map(|secs| UNIX_EPOCH + Duration::from_secs(secs));
+        for address in internal_ips(node) {
+            let newest = out.entry(address).or_insert(created);
+            *newest = match (*newest, created) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                _ => None,
+            };
+        }
+    }
+    out
+}
+
+/// True when the record served to `address` is settled ([`settled_addresses`]): a recorded
+/// Node there joined after it was served (within [`CLOCK_SKEW`]; unknown creation counts).
+pub fn settled(
+    address: IpAddr,
+    record: &ServedRecord,
+    settled: &HashMap<IpAddr, Option<SystemTime>>,
+) -> bool {
+    settled.get(&address).is_some_and(|created| {
+        created.is_none_or(|created| record.served_at <= created + CLOCK_SKEW)
     })
 }
 
@@ -437,6 +460,12 @@ impl Flusher {
         let snapshot = self.snapshots.borrow().clone();
         let now = SystemTime::now();
         let ttl = self.settings.ttl;
+        // Generation 0 is the empty snapshot before the caches synced: nothing is settled yet.
+        let settled_here = if snapshot.generation > 0 {
+            settled_addresses(&snapshot)
+        } else {
+            HashMap::new()
+        };
         let mut expired = 0;
         let mut settled_count = 0;
         self.served.retain(|address, record| {
@@ -447,8 +476,7 @@ impl Flusher {
                 expired += 1;
                 return false;
             }
-            // Generation 0 is the empty snapshot before the caches synced.
-            if snapshot.generation > 0 && settled(address, record, &snapshot) {
+            if settled(address, record, &settled_here) {
                 settled_count += 1;
                 return false;
             }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::api::machineconfignode::MachineConfigNode;
 
 fn record(config: &str, image: Option<&str>, at_ms: u64) -> ServedRecord {
     ServedRecord {
@@ -142,4 +143,63 @@ fn the_view_decodes_every_replica_key() {
     assert_eq!(view.raw["master-0"], text);
     let absent = view_of(None);
     assert!(!absent.exists && absent.listed && absent.records.is_empty());
+}
+
+#[test]
+fn a_record_is_settled_once_a_node_that_joined_after_it_has_its_mcn_record() {
+    use crate::snapshot::Mode;
+    use k8s_openapi::api::core::v1::Node;
+    let node = |name: &str, ip: &str| -> Arc<Node> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "creationTimestamp": "2023-11-14T22:13:20Z"},
+                "status": {"addresses": [{"type": "InternalIP", "address": ip}]}
+            }))
+            .unwrap(),
+        )
+    };
+    let mcn = |name: &str, annotations: serde_json::Value| -> Arc<MachineConfigNode> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "machineconfiguration.openshift.io/v1",
+                "kind": "MachineConfigNode",
+                "metadata": {"name": name, "annotations": annotations},
+                "spec": {"node": {"name": name}, "pool": {"name": "worker"},
+                         "configVersion": {"desired": "rendered-worker-1"}}
+            }))
+            .unwrap(),
+        )
+    };
+    let mut snapshot = Snapshot::empty(Mode::Cluster);
+    snapshot.generation = 1;
+    snapshot.layered.nodes = vec![
+        node("recorded", "10.0.0.1"),
+        node("unknown-source", "10.0.0.2"),
+        node("no-record-yet", "10.0.0.3"),
+    ];
+    snapshot.layered.machine_config_nodes = vec![
+        mcn(
+            "recorded",
+            serde_json::json!({"mcs.machineconfiguration.openshift.io/bootstrap-served-at": "2023-11-14T22:00:00Z"}),
+        ),
+        mcn(
+            "unknown-source",
+            serde_json::json!({"mcs.machineconfiguration.openshift.io/bootstrap-source-unknown": "address-of-another-node"}),
+        ),
+        mcn("no-record-yet", serde_json::json!({})),
+    ];
+    let settled_here = settled_addresses(&snapshot);
+    let joined_ms = 1_700_000_000_000;
+    let before = record("rendered-worker-1", None, joined_ms - 60_000);
+    let long_after = record(
+        "rendered-worker-1",
+        None,
+        joined_ms + u64::try_from(CLOCK_SKEW.as_millis()).unwrap() + 1_000,
+    );
+    assert!(settled(ip("10.0.0.1"), &before, &settled_here));
+    assert!(settled(ip("10.0.0.2"), &before, &settled_here));
+    assert!(!settled(ip("10.0.0.3"), &before, &settled_here));
+    assert!(!settled(ip("10.0.0.4"), &before, &settled_here));
+    // Served long after that node joined: another machine on the address, still waiting.
+    assert!(!settled(ip("10.0.0.1"), &long_after, &settled_here));
 }
