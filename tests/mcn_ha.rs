@@ -445,6 +445,24 @@ fn every_joining_node_gets_the_record_of_the_replica_that_served_it() {
     poll("the survivor's settled records gone", DEADLINE, || {
         (published_records(&api).get(&last_name) == Some(&0)).then_some(())
     });
+    // A replica that is gone for good (its node replaced) left records that all expired: the
+    // lease holder removes its key, so dead replicas cannot fill the object.
+    let expired_ms = (std::time::SystemTime::now() - Duration::from_secs(7200))
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let stale = json!({"v": 1, "configs": [["worker", "rendered-worker-x", "3.5.0", ""]],
+                       "served": [["127.10.9.9", 0, expired_ms]]});
+    api.merge_patch(
+        "ConfigMap",
+        Some(MCO_NAMESPACE),
+        RECORDS,
+        &json!({"data": {"master-replaced": stale.to_string()}}),
+    )
+    .unwrap();
+    poll("the gone replica's expired key removed", DEADLINE, || {
+        (!published_records(&api).contains_key("master-replaced")).then_some(())
+    });
     assert!(metric(last, "mcs_mcn_bootstrap_records_total{event=\"matched\"") >= 1.0);
     assert!(metric(last, "mcs_mcn_bootstrap_records_total{event=\"published\"") >= 1.0);
 

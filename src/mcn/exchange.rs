@@ -149,6 +149,8 @@ pub struct SharedView {
     pub records: PublishedRecords,
     /// The raw value of each replica's key (to tell whether a write would change anything).
     pub raw: BTreeMap<String, String>,
+    /// The object's resourceVersion (a precondition for removing another replica's key).
+    pub resource_version: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -297,6 +299,30 @@ pub fn settled(
     })
 }
 
+/// Keys of other replicas that hold records and none younger than `ttl`: a replica that is gone
+/// (its node replaced) and can no longer expire its own. The lease holder removes them so that
+/// dead replicas' keys cannot fill the object. Keys that do not decode (a newer format) are
+/// left alone. Returns (key, its raw value) for a guarded removal.
+pub fn stale_keys(
+    view: &SharedView,
+    own: &str,
+    now: SystemTime,
+    ttl: Duration,
+) -> Vec<(String, String)> {
+    view.records
+        .iter()
+        .filter(|(replica, records)| {
+            replica.as_str() != own
+                && !records.is_empty()
+                && records.iter().all(|(_, record)| {
+                    now.duration_since(record.served_at)
+                        .is_ok_and(|age| age > ttl)
+                })
+        })
+        .filter_map(|(replica, _)| Some((replica.clone(), view.raw.get(replica)?.clone())))
+        .collect()
+}
+
 /// Starts watching the shared object and publishing this replica's records; returns the view
 /// of every replica's records and the tasks (they end on `shutdown`).
 pub fn start(
@@ -304,6 +330,7 @@ pub fn start(
     settings: ExchangeSettings,
     served: ServedLog,
     snapshots: watch::Receiver<Arc<Snapshot>>,
+    leading: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
     shutdown: watch::Receiver<bool>,
 ) -> (watch::Receiver<Arc<SharedView>>, Vec<JoinHandle<()>>) {
@@ -321,6 +348,7 @@ pub fn start(
             settings,
             served,
             snapshots,
+            leading,
             metrics,
             view: view.clone(),
             last_written: None,
@@ -390,6 +418,7 @@ pub fn view_of(object: Option<&ConfigMap>) -> SharedView {
         exists: object.is_some(),
         records,
         raw,
+        resource_version: object.and_then(|o| o.metadata.resource_version.clone()),
     }
 }
 
@@ -398,6 +427,7 @@ struct Flusher {
     settings: ExchangeSettings,
     served: ServedLog,
     snapshots: watch::Receiver<Arc<Snapshot>>,
+    leading: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
     view: watch::Receiver<Arc<SharedView>>,
     /// What this replica's key holds, as far as it knows.
@@ -489,6 +519,9 @@ impl Flusher {
             self.settings.max_entries,
             self.settings.max_bytes,
         );
+        if *self.leading.borrow() {
+            self.remove_stale_keys(now).await?;
+        }
         if self.last_written.as_deref() == Some(text.as_str()) {
             return Ok(());
         }
@@ -506,6 +539,40 @@ impl Flusher {
             Err(_) => self.metrics.mcn_records("publish_failed", "", 1),
         }
         result
+    }
+
+    /// Removes the keys of replicas that are gone ([`stale_keys`]) with a merge patch guarded by
+    /// the object's resourceVersion as the watch showed it, so a replica that wrote in the
+    /// meantime (409) keeps its key; the next pass decides again.
+    async fn remove_stale_keys(&self, now: SystemTime) -> Result<(), kube::Error> {
+        let view = self.view.borrow().clone();
+        let Some(version) = view.resource_version.clone() else {
+            return Ok(());
+        };
+        for (key, _) in stale_keys(&view, &self.settings.replica, now, self.settings.ttl) {
+            let patch = serde_json::json!({
+                "metadata": {"resourceVersion": version},
+                "data": {key.as_str(): null},
+            });
+            let params = PatchParams {
+                field_manager: Some(self.settings.field_manager()),
+                ..PatchParams::default()
+            };
+            match self
+                .api
+                .patch(&self.settings.name, &params, &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {
+                    info!(replica = %key, "removed the served records of a replica that is gone (all expired)");
+                    self.metrics.mcn_records("stale_replica_removed", "", 1);
+                }
+                // Changed since (the replica is back) or removed already: the next pass decides.
+                Err(kube::Error::Api(status)) if matches!(status.code, 409 | 404) => return Ok(()),
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
     }
 
     async fn write(&self, text: &str) -> Result<(), kube::Error> {

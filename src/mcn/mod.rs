@@ -188,6 +188,7 @@ pub fn start(
         settings.records,
         served.clone(),
         inputs.snapshots.clone(),
+        leading.clone(),
         metrics.clone(),
         shutdown.clone(),
     );

@@ -203,3 +203,46 @@ fn a_record_is_settled_once_a_node_that_joined_after_it_has_its_mcn_record() {
     // Served long after that node joined: another machine on the address, still waiting.
     assert!(!settled(ip("10.0.0.1"), &long_after, &settled_here));
 }
+
+#[test]
+fn only_keys_of_other_replicas_with_nothing_fresh_are_stale() {
+    let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let ttl = Duration::from_secs(3600);
+    let at = |age_secs: u64| {
+        let ms = u64::try_from(
+            (now - Duration::from_secs(age_secs))
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_millis(),
+        )
+        .unwrap();
+        record("rendered-worker-1", None, ms)
+    };
+    let value = |records: Vec<ServedRecord>| {
+        let entries: Vec<_> = records
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| (IpAddr::from([10, 0, 0, u8::try_from(i).unwrap()]), r))
+            .collect();
+        encode(&entries, 100, 100_000).0
+    };
+    let object = ConfigMap {
+        data: Some(BTreeMap::from([
+            ("me".to_string(), value(vec![at(7200)])),
+            ("gone".to_string(), value(vec![at(7200), at(4000)])),
+            ("alive".to_string(), value(vec![at(7200), at(60)])),
+            ("empty".to_string(), value(vec![])),
+            ("newer-format".to_string(), r#"{"v":2}"#.to_string()),
+        ])),
+        ..ConfigMap::default()
+    };
+    let view = view_of(Some(&object));
+    let stale: Vec<String> = stale_keys(&view, "me", now, ttl)
+        .into_iter()
+        .map(|(key, raw)| {
+            assert_eq!(raw, view.raw[&key]);
+            key
+        })
+        .collect();
+    assert_eq!(stale, ["gone"]);
+}
