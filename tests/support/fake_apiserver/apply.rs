@@ -2,12 +2,18 @@
 //!
 //! Owns the field-set model (paths of `f:` fields, `k:` list-map keys, `v:` set values), its
 //! FieldsV1 encoding, the bookkeeping of non-apply writes (operation `Update`: the writer takes
-//! the fields it changed), and server-side apply: conflicts with other managers (409 unless
-//! `force`, which moves ownership), removal of fields the same manager applied before and now
-//! omits, and merging (maps recursively, `x-kubernetes-list-type: map` lists by their keys,
-//! `set` lists by value, other lists atomic). Object metadata follows the built-in rules
-//! (labels/annotations granular maps, finalizers a set, ownerReferences keyed by uid). Pure
-//! functions over `serde_json::Value`; no store, no HTTP.
+//! what structured-merge-diff's `Compare` reports added or modified, map and list-item nodes
+//! included, and every manager loses what was removed), and server-side apply: the applier owns
+//! its configuration's field set (`ToFieldSet`: leaves, list items, atomic lists/maps, no
+//! nodes of declared structs), conflicts are other managers' fields the apply adds or modifies
+//! (409 unless `force`, which moves ownership), removal of fields the same manager applied
+//! before and now omits, and merging (maps recursively, `x-kubernetes-list-type: map` lists by
+//! their keys, `set` lists by value, other lists atomic). Managers are told apart as Kubernetes'
+//! `BuildManagerIdentifier` does: name, operation, subresource, and for `Update` the
+//! apiVersion; entries are sorted like `sortEncodedManagedFields`. Object metadata follows the
+//! built-in rules (labels/annotations granular maps, finalizers a set, ownerReferences keyed by
+//! uid; name, uid and the other server-set fields are stripped as `stripMetaManager` does).
+//! Pure functions over `serde_json::Value`; no store, no HTTP.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
@@ -41,23 +47,62 @@ struct Entry {
     operation: String,
     subresource: Option<String>,
     api_version: String,
-    time: String,
+    /// `None` for an entry whose apply changed nothing (Kubernetes writes no time then).
+    time: Option<String>,
     fields: FieldSet,
 }
 
 impl Entry {
-    fn is(&self, manager: &str, operation: &str, subresource: Option<&str>) -> bool {
+    /// Whether this entry is the manager `BuildManagerIdentifier` builds for these values: the
+    /// apiVersion counts for `Update` entries only.
+    fn is(
+        &self,
+        manager: &str,
+        operation: &str,
+        subresource: Option<&str>,
+        api_version: &str,
+    ) -> bool {
         self.manager == manager
             && self.operation == operation
             && self.subresource.as_deref() == subresource
+            && (operation == "Apply" || self.api_version == api_version)
+    }
+
+    /// The manager identifier as Kubernetes encodes it (JSON of the identifying fields); the
+    /// order conflict messages list managers in.
+    fn identifier(&self) -> String {
+        let mut id = Map::new();
+        id.insert("manager".into(), json!(self.manager));
+        id.insert("operation".into(), json!(self.operation));
+        if self.operation != "Apply" {
+            id.insert("apiVersion".into(), json!(self.api_version));
+        }
+        if let Some(sub) = &self.subresource {
+            id.insert("subresource".into(), json!(sub));
+        }
+        Value::Object(id).to_string()
+    }
+
+    /// How Kubernetes' `printManager` names this manager in conflict messages.
+    fn printed(&self) -> String {
+        let mut text = format!("{:?}", self.manager);
+        if let Some(sub) = &self.subresource {
+            text.push_str(&format!(" with subresource {sub:?}"));
+        }
+        if self.operation == "Update" {
+            text.push_str(&format!(" using {}", self.api_version));
+        }
+        text
     }
 }
 
-/// A field another manager owns with a different value than an apply sets.
+/// A field another manager owns that an apply adds or changes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Conflict {
+    /// The manager as conflict messages print it (`"kubectl" using v1`).
     pub manager: String,
-    pub api_version: String,
+    /// The manager identifier (sort key of the message).
+    pub identifier: String,
     pub path: FieldPath,
 }
 
@@ -116,6 +161,24 @@ impl<'a> Shape<'a> {
             .and_then(Value::as_str)
             == Some("atomic")
     }
+
+    /// Whether `name` is a key of a map rather than a declared field of a struct
+    /// (`additionalProperties`, or an unknown field kept by `x-kubernetes-preserve-unknown-fields`):
+    /// structured-merge-diff makes such an entry a member of the field set itself.
+    fn undeclared(self, name: &str) -> bool {
+        let Some(schema) = self.0 else {
+            return false;
+        };
+        let declared = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| p.contains_key(name));
+        !declared
+            && (schema
+                .get("additionalProperties")
+                .is_some_and(Value::is_object)
+                || schema.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true)))
+    }
 }
 
 /// The built-in shape of the ObjectMeta fields that take part in field management.
@@ -156,7 +219,10 @@ fn in_scope(def: &ResourceDef, field: &str, scope: Scope) -> bool {
     }
 }
 
-/// The fields an object sets, within `scope`.
+/// The fields an object sets, within `scope`, as structured-merge-diff's `ToFieldSet`
+/// computes an apply configuration's set: scalars, atomic lists and maps, list items (and their
+/// fields), map entries; never the node of a declared struct field, so an empty struct owns
+/// nothing.
 fn owned_fields(def: &ResourceDef, object: &Value, scope: Scope) -> FieldSet {
     let mut out = FieldSet::new();
     let Value::Object(map) = object else {
@@ -182,6 +248,9 @@ fn owned_fields(def: &ResourceDef, object: &Value, scope: Scope) -> FieldSet {
         if in_scope(def, field, scope) && !value.is_null() {
             prefix.push(Element::Field(field.clone()));
             collect(value, shape.field(field), &mut prefix, &mut out);
+            if shape.undeclared(field) {
+                out.insert(prefix.clone());
+            }
             prefix.pop();
         }
     }
@@ -190,17 +259,23 @@ fn owned_fields(def: &ResourceDef, object: &Value, scope: Scope) -> FieldSet {
 
 fn collect(value: &Value, shape: Shape, prefix: &mut FieldPath, out: &mut FieldSet) {
     match value {
-        Value::Object(map) if !map.is_empty() && !shape.atomic_map() => {
+        Value::Object(_) if shape.atomic_map() => {
+            out.insert(prefix.clone());
+        }
+        Value::Object(map) => {
             for (field, child) in map {
                 if child.is_null() {
                     continue;
                 }
                 prefix.push(Element::Field(field.clone()));
                 collect(child, shape.field(field), prefix, out);
+                if shape.undeclared(field) {
+                    out.insert(prefix.clone());
+                }
                 prefix.pop();
             }
         }
-        Value::Array(items) if !items.is_empty() => match shape.list_kind() {
+        Value::Array(items) => match shape.list_kind() {
             ListKind::Map(keys) => {
                 let item_shape = shape.items();
                 if items.iter().any(|item| item_key(item, &keys).is_none()) {
@@ -232,6 +307,195 @@ fn collect(value: &Value, shape: Shape, prefix: &mut FieldPath, out: &mut FieldS
         _ => {
             out.insert(prefix.clone());
         }
+    }
+}
+
+// --- Compare (non-apply writes) ------------------------------------------------------------
+
+/// What a write changed, as structured-merge-diff's `TypedValue.Compare` reports it: leaves
+/// (scalars, atomic lists and maps, lists and maps empty on both sides) that were added, removed
+/// or modified, and map, list and list-item nodes that were added or removed.
+#[derive(Default, Debug)]
+struct Comparison {
+    added: FieldSet,
+    modified: FieldSet,
+    removed: FieldSet,
+}
+
+/// ObjectMeta paths `stripMetaManager` keeps out of every manager's set (with `apiVersion`,
+/// `kind` and the `metadata` node itself).
+const STRIPPED_METADATA: &[&str] = &[
+    "name",
+    "namespace",
+    "creationTimestamp",
+    "selfLink",
+    "uid",
+    "clusterName",
+    "generation",
+    "managedFields",
+    "resourceVersion",
+];
+
+fn compare_objects(def: &ResourceDef, old: Option<&Value>, new: &Value) -> Comparison {
+    let mut out = Comparison::default();
+    let empty = Map::new();
+    let as_map = |v: Option<&Value>| match v {
+        Some(Value::Object(m)) => m.clone(),
+        _ => empty.clone(),
+    };
+    let old_map = as_map(old);
+    let new_map = as_map(Some(new));
+    let shape = root_shape(def);
+    let mut prefix = Vec::new();
+    for field in union_keys(&old_map, &new_map) {
+        match field.as_str() {
+            "apiVersion" | "kind" => {}
+            "metadata" => {
+                let old_meta = as_map(old_map.get("metadata"));
+                let new_meta = as_map(new_map.get("metadata"));
+                let meta_shape = Shape(Some(metadata_shape()));
+                prefix.push(Element::Field("metadata".into()));
+                for mfield in union_keys(&old_meta, &new_meta) {
+                    if STRIPPED_METADATA.contains(&mfield.as_str()) {
+                        continue;
+                    }
+                    prefix.push(Element::Field(mfield.clone()));
+                    compare_value(
+                        old_meta.get(&mfield),
+                        new_meta.get(&mfield),
+                        meta_shape.field(&mfield),
+                        &mut prefix,
+                        &mut out,
+                    );
+                    prefix.pop();
+                }
+                prefix.pop();
+            }
+            _ => {
+                prefix.push(Element::Field(field.clone()));
+                compare_value(
+                    old_map.get(&field),
+                    new_map.get(&field),
+                    shape.field(&field),
+                    &mut prefix,
+                    &mut out,
+                );
+                prefix.pop();
+            }
+        }
+    }
+    out
+}
+
+fn union_keys(a: &Map<String, Value>, b: &Map<String, Value>) -> Vec<String> {
+    let mut keys: Vec<String> = a.keys().cloned().collect();
+    keys.extend(b.keys().filter(|k| !a.contains_key(*k)).cloned());
+    keys
+}
+
+fn compare_leaf(lhs: Option<&Value>, rhs: Option<&Value>, path: &FieldPath, out: &mut Comparison) {
+    match (lhs, rhs) {
+        (None, Some(_)) => {
+            out.added.insert(path.clone());
+        }
+        (Some(_), None) => {
+            out.removed.insert(path.clone());
+        }
+        (Some(l), Some(r)) if l != r => {
+            out.modified.insert(path.clone());
+        }
+        _ => {}
+    }
+}
+
+/// The list items of a non-atomic list by their path element, or `None` when an item cannot be
+/// addressed (then the list is compared as one leaf).
+fn list_elements<'v>(items: &'v [Value], kind: &ListKind) -> Option<Vec<(Element, &'v Value)>> {
+    items
+        .iter()
+        .map(|item| match kind {
+            ListKind::Map(keys) => item_key(item, keys).map(|k| (Element::Key(k), item)),
+            ListKind::Set => Some((Element::Value(item.to_string()), item)),
+            ListKind::Atomic => None,
+        })
+        .collect()
+}
+
+fn compare_value(
+    lhs: Option<&Value>,
+    rhs: Option<&Value>,
+    shape: Shape,
+    prefix: &mut FieldPath,
+    out: &mut Comparison,
+) {
+    let empty_map = Map::new();
+    let is_object = |v: Option<&Value>| v.is_none_or(Value::is_object);
+    let is_array = |v: Option<&Value>| v.is_none_or(Value::is_array);
+    if lhs.is_some_and(Value::is_object) || rhs.is_some_and(Value::is_object) {
+        let both_maps = is_object(lhs) && is_object(rhs);
+        let map_of = |v: Option<&Value>| match v {
+            Some(Value::Object(m)) => m.clone(),
+            _ => empty_map.clone(),
+        };
+        let (l, r) = (map_of(lhs), map_of(rhs));
+        if !both_maps || shape.atomic_map() || (l.is_empty() && r.is_empty()) {
+            compare_leaf(lhs, rhs, prefix, out);
+            return;
+        }
+        for key in union_keys(&l, &r) {
+            prefix.push(Element::Field(key.clone()));
+            compare_value(l.get(&key), r.get(&key), shape.field(&key), prefix, out);
+            prefix.pop();
+        }
+        compare_node(lhs, rhs, prefix, out);
+        return;
+    }
+    if lhs.is_some_and(Value::is_array) || rhs.is_some_and(Value::is_array) {
+        let kind = shape.list_kind();
+        let items = |v: Option<&Value>| match v {
+            Some(Value::Array(items)) => items.clone(),
+            _ => Vec::new(),
+        };
+        let (l, r) = (items(lhs), items(rhs));
+        let elements = (is_array(lhs) && is_array(rhs) && !(l.is_empty() && r.is_empty()))
+            .then(|| Some((list_elements(&l, &kind)?, list_elements(&r, &kind)?)))
+            .flatten();
+        let Some((l_items, r_items)) = elements else {
+            compare_leaf(lhs, rhs, prefix, out);
+            return;
+        };
+        let mut seen: Vec<&Element> = Vec::new();
+        for (element, _) in l_items.iter().chain(r_items.iter()) {
+            if seen.contains(&element) {
+                continue;
+            }
+            seen.push(element);
+            let find = |list: &[(Element, &Value)]| {
+                list.iter()
+                    .find(|(e, _)| e == element)
+                    .map(|(_, v)| (*v).clone())
+            };
+            let (li, ri) = (find(&l_items), find(&r_items));
+            prefix.push(element.clone());
+            compare_value(li.as_ref(), ri.as_ref(), shape.items(), prefix, out);
+            prefix.pop();
+        }
+        compare_node(lhs, rhs, prefix, out);
+        return;
+    }
+    compare_leaf(lhs, rhs, prefix, out);
+}
+
+/// A map, list or list item after its children: added or removed as a whole.
+fn compare_node(lhs: Option<&Value>, rhs: Option<&Value>, path: &FieldPath, out: &mut Comparison) {
+    match (lhs, rhs) {
+        (None, Some(_)) => {
+            out.added.insert(path.clone());
+        }
+        (Some(_), None) => {
+            out.removed.insert(path.clone());
+        }
+        _ => {}
     }
 }
 
@@ -436,26 +700,62 @@ fn parse_node(value: &Value, prefix: &mut FieldPath, set: &mut FieldSet) {
 }
 
 fn read_entries(object: Option<&Value>) -> Vec<Entry> {
-    let Some(Value::Array(entries)) = object.and_then(|o| o["metadata"].get("managedFields"))
-    else {
-        return Vec::new();
-    };
+    match object.and_then(|o| o["metadata"].get("managedFields")) {
+        Some(Value::Array(entries)) => decode_entries(entries).unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// Entries as Kubernetes' `DecodeManagedFields` reads them: `None` when one is invalid
+/// (operation not `Apply`/`Update`, no apiVersion, fieldsType not `FieldsV1`).
+fn decode_entries(entries: &[Value]) -> Option<Vec<Entry>> {
     entries
         .iter()
-        .filter_map(|e| {
+        .map(|e| {
+            let operation = e["operation"]
+                .as_str()
+                .filter(|o| matches!(*o, "Apply" | "Update"))?;
+            let api_version = e["apiVersion"].as_str().filter(|v| !v.is_empty())?;
+            if e["fieldsType"].as_str() != Some("FieldsV1") {
+                return None;
+            }
             Some(Entry {
-                manager: e["manager"].as_str()?.to_string(),
-                operation: e["operation"].as_str().unwrap_or("Update").to_string(),
+                manager: e["manager"].as_str().unwrap_or_default().to_string(),
+                operation: operation.to_string(),
                 subresource: e["subresource"]
                     .as_str()
                     .filter(|s| !s.is_empty())
                     .map(str::to_string),
-                api_version: e["apiVersion"].as_str().unwrap_or_default().to_string(),
-                time: e["time"].as_str().unwrap_or_default().to_string(),
+                api_version: api_version.to_string(),
+                time: e["time"].as_str().map(str::to_string),
                 fields: parse_fields_v1(&e["fieldsV1"]),
             })
         })
         .collect()
+}
+
+/// Where the field ownership a non-apply write starts from comes from, as Kubernetes'
+/// `decodeLiveOrNew` decides: on a subresource always the stored object's; on the main resource
+/// the request's own `managedFields` when it sends valid, non-empty ones (clients may rewrite
+/// ownership), none at all when it sends `[]` or `[{}]` (a reset), else the stored object's.
+pub fn base_entries_from_request(request: &Value, stored: Option<&Value>, scope: Scope) -> Value {
+    let stored_entries = || {
+        stored
+            .and_then(|o| o["metadata"].get("managedFields"))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    if scope == Scope::Status {
+        return stored_entries();
+    }
+    match request["metadata"].get("managedFields") {
+        Some(Value::Array(entries)) if entries.is_empty() => json!([]),
+        Some(Value::Array(entries)) if entries.len() == 1 && entries[0] == json!({}) => json!([]),
+        Some(Value::Array(entries)) if decode_entries(entries).is_some_and(|e| !e.is_empty()) => {
+            Value::Array(entries.clone())
+        }
+        _ => stored_entries(),
+    }
 }
 
 fn write_entries(object: &mut Value, entries: &[Entry]) {
@@ -464,17 +764,29 @@ fn write_entries(object: &mut Value, entries: &[Entry]) {
         meta.remove("managedFields");
         return;
     }
-    let rendered: Vec<Value> = entries
-        .iter()
+    let mut sorted: Vec<&Entry> = entries.iter().collect();
+    // sortEncodedManagedFields: operation, time (to the second), manager, apiVersion, subresource.
+    sorted.sort_by(|p, q| {
+        p.operation
+            .cmp(&q.operation)
+            .then_with(|| p.time.cmp(&q.time))
+            .then_with(|| p.manager.cmp(&q.manager))
+            .then_with(|| p.api_version.cmp(&q.api_version))
+            .then_with(|| p.subresource.cmp(&q.subresource))
+    });
+    let rendered: Vec<Value> = sorted
+        .into_iter()
         .map(|e| {
             let mut entry = json!({
                 "manager": e.manager,
                 "operation": e.operation,
                 "apiVersion": e.api_version,
-                "time": e.time,
                 "fieldsType": "FieldsV1",
                 "fieldsV1": fields_v1(&e.fields),
             });
+            if let Some(time) = &e.time {
+                entry["time"] = json!(time);
+            }
             if let Some(sub) = &e.subresource {
                 entry["subresource"] = json!(sub);
             }
@@ -493,8 +805,11 @@ fn subresource(scope: Scope) -> Option<&'static str> {
 
 // --- Update bookkeeping --------------------------------------------------------------------
 
-/// Records a non-apply write (create, update, patch) by `manager`: it takes ownership of every
-/// field it set to a new value; other managers lose those fields.
+/// Records a non-apply write (create, update, patch) by `manager` onto the entries already in
+/// `new` (see [`base_entries_from_request`]), as structured-merge-diff's `Updater.Update` and
+/// Kubernetes' `managedFieldsUpdater` do: what the write added or modified moves to the
+/// manager's `Update` entry (whose time moves only then), what it removed leaves every entry,
+/// and entries left with nothing go.
 pub fn record_update(
     def: &ResourceDef,
     old: Option<&Value>,
@@ -502,49 +817,42 @@ pub fn record_update(
     manager: &str,
     scope: Scope,
 ) {
-    let mut entries = read_entries(old);
-    let changed: FieldSet = owned_fields(def, new, scope)
-        .into_iter()
-        .filter(|path| match old {
-            None => true,
-            Some(old) => get_at(old, path) != get_at(new, path),
-        })
+    let mut entries = read_entries(Some(new));
+    let comparison = compare_objects(def, old, new);
+    let changed: FieldSet = comparison
+        .added
+        .union(&comparison.modified)
+        .cloned()
         .collect();
-    if !changed.is_empty() {
-        for entry in &mut entries {
-            entry.fields.retain(|p| !changed.contains(p));
-        }
+    for entry in &mut entries {
+        entry
+            .fields
+            .retain(|p| !changed.contains(p) && !comparison.removed.contains(p));
+    }
+    let taken: FieldSet = changed.difference(&comparison.removed).cloned().collect();
+    if !taken.is_empty() {
         let sub = subresource(scope);
-        match entries.iter_mut().find(|e| e.is(manager, "Update", sub)) {
+        let api_version = def.api_version();
+        match entries
+            .iter_mut()
+            .find(|e| e.is(manager, "Update", sub, &api_version))
+        {
             Some(entry) => {
-                entry.fields.extend(changed);
-                entry.time = now_rfc3339();
-                entry.api_version = def.api_version();
+                entry.fields.extend(taken);
+                entry.time = Some(now_rfc3339());
             }
             None => entries.push(Entry {
                 manager: manager.to_string(),
                 operation: "Update".into(),
                 subresource: sub.map(str::to_string),
-                api_version: def.api_version(),
-                time: now_rfc3339(),
-                fields: changed,
+                api_version,
+                time: Some(now_rfc3339()),
+                fields: taken,
             }),
         }
     }
-    write_entries(new, &entries);
-}
-
-/// Drops owned paths that no longer exist in the object, and entries left with nothing.
-pub fn prune_managed_fields(object: &mut Value) {
-    let mut entries = read_entries(Some(object));
-    if entries.is_empty() {
-        return;
-    }
-    for entry in &mut entries {
-        entry.fields.retain(|p| get_at(object, p).is_some());
-    }
     entries.retain(|e| !e.fields.is_empty());
-    write_entries(object, &entries);
+    write_entries(new, &entries);
 }
 
 // --- Server-side apply ---------------------------------------------------------------------
@@ -573,9 +881,12 @@ fn scoped_config(def: &ResourceDef, config: &Value, scope: Scope) -> Value {
     Value::Object(scoped)
 }
 
-/// Server-side apply of `config` by `manager` onto `live` (`None`: create). Returns the new
-/// object with `metadata.managedFields` updated, or the conflicts when another manager owns a
-/// field the config sets to a different value and `force` is false.
+/// Server-side apply of `config` by `manager` onto `live` (`None`: create), as
+/// structured-merge-diff's `Updater.Apply`: the manager's `Apply` entry becomes the
+/// configuration's field set; fields it applied before and omits now go unless another manager
+/// owns them; other managers' fields the result adds or modifies are conflicts (returned unless
+/// `force`, which takes them over); fields the result removed leave every entry. The entry's time
+/// moves only when the object changed. Returns the new object with `metadata.managedFields`.
 pub fn server_side_apply(
     def: &ResourceDef,
     live: Option<&Value>,
@@ -587,49 +898,16 @@ pub fn server_side_apply(
     let config = scoped_config(def, config, scope);
     let applied = owned_fields(def, &config, scope);
     let sub = subresource(scope);
+    let api_version = def.api_version();
     let mut entries = read_entries(live);
+    let is_self = |e: &Entry| e.is(manager, "Apply", sub, &api_version);
 
-    if let Some(live) = live {
-        let mut conflicts = Vec::new();
-        for entry in entries.iter().filter(|e| !e.is(manager, "Apply", sub)) {
-            for path in applied.intersection(&entry.fields) {
-                let item_only = matches!(path.last(), Some(Element::Key(_) | Element::Value(_)));
-                if item_only {
-                    continue;
-                }
-                if let (Some(current), Some(wanted)) = (get_at(live, path), get_at(&config, path)) {
-                    if current != wanted {
-                        conflicts.push(Conflict {
-                            manager: entry.manager.clone(),
-                            api_version: entry.api_version.clone(),
-                            path: path.clone(),
-                        });
-                    }
-                }
-            }
-        }
-        if !conflicts.is_empty() {
-            if !force {
-                return Err(conflicts);
-            }
-            for entry in &mut entries {
-                entry.fields.retain(|p| {
-                    !conflicts
-                        .iter()
-                        .any(|c| c.manager == entry.manager && c.path == *p)
-                });
-            }
-        }
-    }
-
-    let previous: FieldSet = entries
-        .iter()
-        .find(|e| e.is(manager, "Apply", sub))
-        .map(|e| e.fields.clone())
-        .unwrap_or_default();
+    let previous = entries.iter().find(|e| is_self(e));
+    let previous_fields: FieldSet = previous.map(|e| e.fields.clone()).unwrap_or_default();
+    let previous_time = previous.and_then(|e| e.time.clone());
     let owned_by_others: FieldSet = entries
         .iter()
-        .filter(|e| !e.is(manager, "Apply", sub))
+        .filter(|e| !is_self(e))
         .flat_map(|e| e.fields.iter().cloned())
         .collect();
 
@@ -641,7 +919,7 @@ pub fn server_side_apply(
     };
     // Fields this manager applied before, omits now, and nobody else owns, go away. Shallower
     // paths first: removing a list-map item's key field first would leave it unaddressable.
-    let mut removed: Vec<&FieldPath> = previous
+    let mut removed: Vec<&FieldPath> = previous_fields
         .iter()
         .filter(|p| !applied.contains(*p) && !owned_by_others.contains(*p))
         .collect();
@@ -652,70 +930,98 @@ pub fn server_side_apply(
 
     merge_root(def, &mut result, &config);
 
-    // The manager's entry keeps its place (and its time when nothing changed), so an
-    // identical apply leaves managedFields identical and is a no-op.
-    let position = entries.iter().position(|e| e.is(manager, "Apply", sub));
-    let time = match position {
-        Some(i) if entries[i].fields == applied => entries[i].time.clone(),
-        _ => now_rfc3339(),
+    let comparison = compare_objects(def, live, &result);
+    let changed: FieldSet = comparison
+        .added
+        .union(&comparison.modified)
+        .cloned()
+        .collect();
+    let mut conflicts = Vec::new();
+    for entry in entries.iter().filter(|e| !is_self(e)) {
+        for path in entry.fields.intersection(&changed) {
+            conflicts.push(Conflict {
+                manager: entry.printed(),
+                identifier: entry.identifier(),
+                path: path.clone(),
+            });
+        }
+    }
+    if !conflicts.is_empty() && !force {
+        return Err(conflicts);
+    }
+    for entry in entries.iter_mut().filter(|e| !is_self(e)) {
+        entry
+            .fields
+            .retain(|p| !changed.contains(p) && !comparison.removed.contains(p));
+    }
+
+    let object_changed = live.is_none_or(|live| {
+        let strip = |v: &Value| {
+            let mut v = v.clone();
+            ensure_object(&mut v, "metadata").remove("managedFields");
+            v
+        };
+        strip(live) != strip(&result)
+    });
+    let time = if object_changed {
+        Some(now_rfc3339())
+    } else {
+        previous_time
     };
     let entry = Entry {
         manager: manager.to_string(),
         operation: "Apply".into(),
         subresource: sub.map(str::to_string),
-        api_version: def.api_version(),
+        api_version: api_version.clone(),
         time,
         fields: applied,
     };
-    match position {
-        Some(i) if entry.fields.is_empty() => {
-            entries.remove(i);
-        }
+    match entries.iter().position(|e| is_self(e)) {
         Some(i) => entries[i] = entry,
-        None if entry.fields.is_empty() => {}
         None => entries.push(entry),
     }
+    entries.retain(|e| !e.fields.is_empty());
     write_entries(&mut result, &entries);
     Ok(result)
 }
 
-/// The 409 a rejected apply answers with, worded like Kubernetes.
+/// The 409 a rejected apply answers with, worded like Kubernetes' `NewConflictError`.
 pub fn conflict_error(def: &ResourceDef, name: &str, conflicts: &[Conflict]) -> ApiError {
-    let mut by_manager: Vec<(String, String, Vec<String>)> = Vec::new();
-    for c in conflicts {
-        let path = path_text(&c.path);
-        match by_manager.iter_mut().find(|(m, _, _)| *m == c.manager) {
-            Some((_, _, paths)) => paths.push(path),
-            None => by_manager.push((c.manager.clone(), c.api_version.clone(), vec![path])),
-        }
-    }
-    let count = conflicts.len();
-    let parts: Vec<String> = by_manager
-        .iter()
-        .map(|(manager, api_version, paths)| {
-            if paths.len() == 1 {
-                format!(
-                    "conflict with \"{manager}\" using {api_version}: {}",
-                    paths[0]
-                )
-            } else {
-                format!(
-                    "conflicts with \"{manager}\" using {api_version}:\n- {}",
-                    paths.join("\n- ")
-                )
+    let message = if let [only] = conflicts {
+        format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            only.manager,
+            path_text(&only.path)
+        )
+    } else {
+        let mut identifiers: Vec<&Conflict> = Vec::new();
+        for c in conflicts {
+            if !identifiers.iter().any(|i| i.identifier == c.identifier) {
+                identifiers.push(c);
             }
-        })
-        .collect();
-    let message = format!(
-        "Apply failed with {count} conflict{}: {}",
-        if count == 1 { "" } else { "s" },
-        parts.join("\n")
-    );
+        }
+        identifiers.sort_by(|a, b| a.identifier.cmp(&b.identifier));
+        let mut lines = Vec::new();
+        for first in identifiers {
+            lines.push(format!("conflicts with {}:", first.manager));
+            for c in conflicts
+                .iter()
+                .filter(|c| c.identifier == first.identifier)
+            {
+                lines.push(format!("- {}", path_text(&c.path)));
+            }
+        }
+        format!(
+            "Apply failed with {} conflicts: {}",
+            conflicts.len(),
+            lines.join("\n")
+        )
+    };
     let causes: Vec<Cause> = conflicts
         .iter()
         .map(|c| Cause {
             reason: "FieldManagerConflict".into(),
-            message: format!("conflict with \"{}\" using {}", c.manager, c.api_version),
+            message: format!("conflict with {}", c.manager),
             field: path_text(&c.path),
         })
         .collect();

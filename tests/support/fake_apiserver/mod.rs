@@ -393,6 +393,12 @@ impl FakeApiServer {
 
     /// POST semantics (status dropped for kinds with a status subresource).
     pub fn create(&self, object: &Value) -> Result<Value, ApiError> {
+        self.create_as(FIXTURE_MANAGER, object)
+    }
+
+    /// POST as field manager `manager` (operation `Update`, like a client-go `Create`); a
+    /// `metadata.managedFields` in `object` is treated as Kubernetes treats one in a request.
+    pub fn create_as(&self, manager: &str, object: &Value) -> Result<Value, ApiError> {
         let (id, target) = self.locate(object)?;
         let def = self.shared.registry.get(id);
         self.store()
@@ -401,7 +407,7 @@ impl FakeApiServer {
                 id,
                 target.namespace.as_deref(),
                 object.clone(),
-                &Self::params(FIXTURE_MANAGER),
+                &Self::params(manager),
             )
             .map(|o| o.object)
     }
@@ -417,16 +423,20 @@ impl FakeApiServer {
     }
 
     fn replace(&self, object: &Value, scope: Scope) -> Result<Value, ApiError> {
+        self.replace_as(FIXTURE_MANAGER, object, scope)
+    }
+
+    /// PUT on the main resource or `/status` as field manager `manager` (operation `Update`).
+    pub fn replace_as(
+        &self,
+        manager: &str,
+        object: &Value,
+        scope: Scope,
+    ) -> Result<Value, ApiError> {
         let (id, target) = self.locate(object)?;
         let def = self.shared.registry.get(id);
         self.store()
-            .replace(
-                def,
-                &target,
-                object.clone(),
-                scope,
-                &Self::params(FIXTURE_MANAGER),
-            )
+            .replace(def, &target, object.clone(), scope, &Self::params(manager))
             .map(|o| o.object)
     }
 

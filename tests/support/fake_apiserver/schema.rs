@@ -8,8 +8,10 @@
 //! `minProperties`/`maxProperties`, `minimum`/`maximum`, `format` (date-time, date, byte, int32),
 //! `x-kubernetes-int-or-string`, list-type `map`/`set` uniqueness, `allOf`/`anyOf`/`oneOf`/`not`.
 //! On writes, [`validate_write`] then runs the CRD's CEL rules (`x-kubernetes-validations`,
-//! `cel.rs`) unless an OpenAPI error blocks them, as kube-apiserver does. Defaulting is not
-//! implemented. Pure functions; no store, no HTTP.
+//! `cel.rs`) unless an OpenAPI error blocks them, as kube-apiserver does. Also structural
+//! defaulting ([`apply_defaults`]: `default:` values, as the apiextensions `Default` algorithm:
+//! a property's default fills it when absent, nested defaults inside apply too, list items and
+//! `additionalProperties` values included). Pure functions; no store, no HTTP.
 
 use std::collections::HashMap;
 
@@ -94,6 +96,54 @@ pub fn prune_object(def: &ResourceDef, object: &mut Value) -> Vec<String> {
         prune(object, schema, "", true, &mut unknown);
     }
     unknown
+}
+
+/// Fills absent fields of a custom resource with their schema `default:` values (after pruning,
+/// so non-nullable nulls are already gone and get their default too). `metadata` is left alone.
+/// Built-in kinds are left alone.
+pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
+    let Some(schema) = &def.schema else { return };
+    let Value::Object(map) = object else { return };
+    let properties = schema.get("properties").and_then(Value::as_object);
+    for (key, prop) in properties.into_iter().flatten() {
+        if matches!(key.as_str(), "metadata" | "apiVersion" | "kind") {
+            continue;
+        }
+        if let Some(default) = prop.get("default").filter(|_| !map.contains_key(key)) {
+            map.insert(key.clone(), default.clone());
+        }
+        if let Some(child) = map.get_mut(key) {
+            default_value(child, prop);
+        }
+    }
+}
+
+fn default_value(value: &mut Value, schema: &Value) {
+    match value {
+        Value::Object(map) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            for (key, prop) in properties.into_iter().flatten() {
+                if let Some(default) = prop.get("default").filter(|_| !map.contains_key(key)) {
+                    map.insert(key.clone(), default.clone());
+                }
+            }
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            for (key, child) in map.iter_mut() {
+                match properties.and_then(|p| p.get(key)).or(additional) {
+                    Some(child_schema) => default_value(child, child_schema),
+                    None => {}
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) {
+                for item in items {
+                    default_value(item, item_schema);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 fn join(path: &str, field: &str) -> String {

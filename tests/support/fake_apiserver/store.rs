@@ -344,8 +344,7 @@ impl Store {
         set_namespace(def, &target, &mut object)?;
         // Nodes keep their status on create (the kubelet registers a Node with its addresses;
         // Kubernetes' node strategy does not clear status in PrepareForCreate).
-        let keeps_status = def.group.is_empty() && def.plural == "nodes";
-        if def.status_subresource && !keeps_status {
+        if def.status_subresource && !keeps_status_on_create(def) {
             remove_field(&mut object, "status");
         }
         if self.get(id, namespace, &target.name).is_some() {
@@ -511,6 +510,12 @@ impl Store {
         let config: Value = serde_yaml::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
         let mut config = check_body(def, config)?;
+        if config["metadata"]
+            .get("managedFields")
+            .is_some_and(|m| !m.is_null())
+        {
+            return Err(ApiError::bad_request("metadata.managedFields must be nil"));
+        }
         match config["metadata"]["name"].as_str() {
             Some(name) if name == target.name => {}
             Some(name) => {
@@ -581,6 +586,11 @@ impl Store {
             let mut marked = old.clone();
             marked["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
             marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            // markAsDeleting: an object with a generation gets a new one when it starts
+            // being deleted.
+            if let Some(generation) = old["metadata"]["generation"].as_i64().filter(|g| *g > 0) {
+                marked["metadata"]["generation"] = json!(generation + 1);
+            }
             return Ok(self.commit(target, Some(old), Some(marked)));
         }
         Ok(self.commit(target, Some(old), None))
@@ -627,11 +637,15 @@ impl Store {
         let mut warnings = Vec::new();
         let unknown = schema::prune_object(def, &mut new);
         reject_or_warn_unknown(params, &unknown, &mut warnings)?;
+        schema::apply_defaults(def, &mut new);
 
-        // managedFields an apply computed are kept; any a client sent are ignored.
-        let applied_managed = match kind {
+        // managedFields an apply computed are kept; for other writes see
+        // `apply::base_entries_from_request` (Kubernetes' decodeLiveOrNew).
+        let managed = match kind {
             WriteKind::Applied(_) => new["metadata"].get("managedFields").cloned(),
-            WriteKind::Update(_) => None,
+            WriteKind::Update(scope) => {
+                Some(apply::base_entries_from_request(&new, old.as_ref(), scope))
+            }
         };
         // Server-owned metadata comes from the stored object, never from the request.
         let meta = ensure_object(&mut new, "metadata");
@@ -682,24 +696,12 @@ impl Store {
             };
             ensure_object(&mut new, "metadata").insert("generation".into(), json!(generation));
         }
-        match kind {
-            WriteKind::Update(scope) => {
-                if let Some(managed) = old
-                    .as_ref()
-                    .and_then(|o| o["metadata"].get("managedFields"))
-                {
-                    ensure_object(&mut new, "metadata")
-                        .insert("managedFields".into(), managed.clone());
-                }
-                apply::record_update(def, old.as_ref(), &mut new, &params.manager(), scope)
-            }
-            WriteKind::Applied(_) => {
-                if let Some(managed) = applied_managed {
-                    ensure_object(&mut new, "metadata").insert("managedFields".into(), managed);
-                }
-            }
+        if let Some(managed) = managed.filter(|m| !m.is_null()) {
+            ensure_object(&mut new, "metadata").insert("managedFields".into(), managed);
         }
-        apply::prune_managed_fields(&mut new);
+        if let WriteKind::Update(scope) = kind {
+            apply::record_update(def, old.as_ref(), &mut new, &params.manager(), scope)
+        }
 
         schema::validate_write(def, old.as_ref(), &new)?;
 
@@ -950,7 +952,8 @@ fn check_preconditions(
 }
 
 /// What a write to `scope` turns the stored object into: the main resource keeps the stored
-/// `.status` when there is a status subresource; `/status` changes only `.status`.
+/// `.status` when there is a status subresource; `/status` changes only `.status` of a custom
+/// resource and everything but `spec` of a built-in one.
 fn scoped_replacement(def: &ResourceDef, old: &Value, mut body: Value, scope: Scope) -> Value {
     match scope {
         Scope::Main if def.status_subresource => {
@@ -961,7 +964,18 @@ fn scoped_replacement(def: &ResourceDef, old: &Value, mut body: Value, scope: Sc
             body
         }
         Scope::Main => body,
+        // Built-in status strategies (nodeStatusStrategy, serviceStatusStrategy) reset only
+        // `spec`: metadata changes sent to /status are kept.
+        Scope::Status if !def.is_custom() => {
+            remove_field(&mut body, "spec");
+            if let (Value::Object(map), Some(spec)) = (&mut body, old.get("spec")) {
+                map.insert("spec".into(), spec.clone());
+            }
+            body
+        }
         Scope::Status => {
+            // The custom resource status strategy copies everything but `status` from the
+            // stored object, metadata included.
             let mut new = old.clone();
             remove_field(&mut new, "status");
             if let (Value::Object(map), Some(status)) = (&mut new, body.get("status")) {
@@ -970,6 +984,12 @@ fn scoped_replacement(def: &ResourceDef, old: &Value, mut body: Value, scope: Sc
             new
         }
     }
+}
+
+/// Nodes take `status` from a create (nodeStrategy.PrepareForCreate keeps it); other kinds with
+/// a status subresource drop it (custom resources, Services).
+fn keeps_status_on_create(def: &ResourceDef) -> bool {
+    !def.is_custom() && def.group.is_empty() && def.kind == "Node"
 }
 
 /// Whether a custom resource's generation must move: anything but metadata (and status, with
