@@ -694,6 +694,160 @@ async fn a_foreign_mcn_written_before_its_node_appears_is_left_intact() {
     replica.stop().await;
 }
 
+/// The field managers and operations of an object's managedFields entries that own
+/// `metadata.annotations[key]`.
+fn owners_of_annotation(object: &Value, key: &str) -> Vec<(String, String)> {
+    let field = format!("f:{key}");
+    object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| {
+            e["fieldsV1"]["f:metadata"]["f:annotations"]
+                .get(&field)
+                .is_some()
+        })
+        .map(|e| {
+            (
+                e["manager"].as_str().unwrap_or_default().to_string(),
+                e["operation"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_mcn_created_and_status_updated_like_the_daemon_does_stays_byte_identical() {
+    let api = start_api(Options::default());
+    // As the machine-config-daemon writes it with client-go: a plain Create (no server-side
+    // apply), then UpdateStatus; its Node is not in our cache (yet).
+    let name = "worker-daemon";
+    let created = api
+        .create_as(
+            "machine-config-daemon",
+            &json!({
+                "apiVersion": "machineconfiguration.openshift.io/v1",
+                "kind": KIND,
+                "metadata": {
+                    "name": name,
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": "uid-not-seen-yet"}]
+                },
+                "spec": {
+                    "node": {"name": name},
+                    "pool": {"name": "worker"},
+                    "configVersion": {"desired": WORKER_RENDERED}
+                }
+            }),
+        )
+        .unwrap();
+    let mut with_status = created.clone();
+    with_status["status"] = json!({
+        "conditions": [{
+            "type": "Updated", "status": "True", "reason": "Updated",
+            "message": "Node is up to date",
+            "lastTransitionTime": "2025-05-22T12:37:28Z"
+        }],
+        "configVersion": {"desired": WORKER_RENDERED, "current": WORKER_RENDERED},
+        "observedGeneration": 1
+    });
+    let before = api
+        .replace_as("machine-config-daemon", &with_status, Scope::Status)
+        .unwrap();
+    // What a real API server records for that sequence: two Update entries of the daemon, one
+    // per subresource; nothing of ours.
+    assert_eq!(
+        managers(&before),
+        vec![
+            (
+                "machine-config-daemon".to_string(),
+                "Update".to_string(),
+                String::new()
+            ),
+            (
+                "machine-config-daemon".to_string(),
+                "Update".to_string(),
+                "status".to_string()
+            ),
+        ],
+        "{before}"
+    );
+
+    let replica = Replica::start(&api, "master-0").await;
+    replica.wait_leading(true, DEADLINE).await;
+    publisher_passes_beyond_the_grace_period(&api, "worker-probe", "10.0.0.40").await;
+    assert_eq!(
+        api.get(KIND, None, name),
+        Some(before.clone()),
+        "the daemon's MCN whose Node is not in the cache is neither deleted nor changed"
+    );
+    add_node(&api, &node(name, &["worker"], "10.0.0.41", json!({})));
+    publisher_passes_beyond_the_grace_period(&api, "worker-probe-2", "10.0.0.42").await;
+    assert_eq!(api.get(KIND, None, name), Some(before));
+    replica.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_of_our_mcn_created_by_another_writer_is_never_deleted() {
+    let api = start_api(Options::default());
+    let name = "worker-restored";
+    let created_by = mcn::desired::annotations::CREATED_BY;
+    // An MCN as our publisher writes it (our field manager, server-side apply), for a Node that
+    // is gone since.
+    let ours = api
+        .apply_as(
+            MANAGER,
+            &json!({
+                "apiVersion": "machineconfiguration.openshift.io/v1",
+                "kind": KIND,
+                "metadata": {
+                    "name": name,
+                    "annotations": {(created_by): mcn::desired::annotations::CREATED_BY_VALUE},
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": "uid-of-a-deleted-node"}]
+                },
+                "spec": {
+                    "node": {"name": name},
+                    "pool": {"name": "worker"},
+                    "configVersion": {"desired": WORKER_RENDERED}
+                }
+            }),
+            Scope::Main,
+            true,
+        )
+        .unwrap();
+    assert_eq!(
+        owners_of_annotation(&ours, created_by),
+        vec![(MANAGER.to_string(), "Apply".to_string())]
+    );
+    // Garbage collection removes it; a backup tool restores it: a plain create of the saved
+    // object, annotation and managedFields included (`oc get -o yaml | oc create -f -`).
+    api.delete(KIND, None, name).unwrap();
+    let mut copy = ours.clone();
+    for field in ["uid", "resourceVersion", "creationTimestamp", "generation"] {
+        copy["metadata"].as_object_mut().unwrap().remove(field);
+    }
+    let restored = api.create_as("velero", &copy).unwrap();
+    // A real API server starts from the managedFields the request carries, then the creator
+    // takes every field the create added: the claimed Apply entry of ours keeps nothing.
+    assert_eq!(
+        owners_of_annotation(&restored, created_by),
+        vec![("velero".to_string(), "Update".to_string())],
+        "{restored}"
+    );
+    assert!(managers(&restored).iter().all(|(m, _, _)| m != MANAGER));
+
+    // It carries our annotation and names a gone Node: a deletion candidate by the plan. Only
+    // the API server's record of who set the annotation keeps it.
+    let replica = Replica::start(&api, "master-0").await;
+    replica.wait_leading(true, DEADLINE).await;
+    publisher_passes_beyond_the_grace_period(&api, "worker-probe", "10.0.0.40").await;
+    assert_eq!(
+        api.get(KIND, None, name),
+        Some(restored),
+        "a copy another writer created is not ours, whatever its annotations say"
+    );
+    replica.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_mcn_of_a_deleted_node_goes_after_the_grace_period_and_foreign_ones_stay() {
     let api = start_api(Options::default());
