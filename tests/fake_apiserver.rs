@@ -1758,3 +1758,915 @@ async fn raw_with_accept(server: &FakeApiServer, path: &str, accept: &str) -> (u
         .unwrap_or(0);
     (code, serde_json::from_str(body).unwrap_or(Value::Null))
 }
+
+// --- Field ownership, status subresource, generation and defaults, as Kubernetes does them ---
+
+/// One raw HTTP/1.1 request with extra headers (e.g. `User-Agent`); status code and JSON body.
+async fn raw_with_headers(
+    server: &FakeApiServer,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &Value,
+) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(server.address())
+        .await
+        .expect("connect");
+    let body = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    let content_type = match method {
+        "PATCH" => "application/merge-patch+json",
+        _ => "application/json",
+    };
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !headers
+        .iter()
+        .any(|(h, _)| h.eq_ignore_ascii_case("content-type"))
+    {
+        head.push_str(&format!("Content-Type: {content_type}\r\n"));
+    }
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    stream
+        .write_all(format!("{head}\r\n{body}").as_bytes())
+        .await
+        .expect("write");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.expect("read");
+    let text = String::from_utf8_lossy(&response);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// `(manager, operation, subresource)` of every managedFields entry, in the stored order.
+fn entries(object: &Value) -> Vec<(String, String, String)> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            let text = |f: &str| e[f].as_str().unwrap_or_default().to_string();
+            (text("manager"), text("operation"), text("subresource"))
+        })
+        .collect()
+}
+
+/// The FieldsV1 of the entry of `manager`/`operation`/`subresource` ("" for none).
+fn fields_of(object: &Value, manager: &str, operation: &str, subresource: &str) -> Value {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| {
+            e["manager"] == manager
+                && e["operation"] == operation
+                && e["subresource"].as_str().unwrap_or_default() == subresource
+        })
+        .map(|e| e["fieldsV1"].clone())
+        .unwrap_or(Value::Null)
+}
+
+const CM_PATH: &str = "/api/v1/namespaces/default/configmaps";
+const MCN_PATH: &str = "/apis/machineconfiguration.openshift.io/v1/machineconfignodes";
+
+fn cm_json(name: &str, labels: Value, data: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": name, "labels": labels },
+        "data": data,
+    })
+}
+
+#[tokio::test]
+async fn managed_fields_record_manager_operation_and_subresource_of_every_write() {
+    let server = FakeApiServer::start(Options::default());
+    // Create (POST, operation Update): the creator owns every field it added, map nodes
+    // included (`.`), with apiVersion, time and fieldsType as Kubernetes writes them.
+    let (code, created) = raw_with_headers(
+        &server,
+        "POST",
+        &format!("{MCN_PATH}?fieldManager=creator"),
+        &[],
+        &mcn("n1"),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    let entry = &created["metadata"]["managedFields"][0];
+    assert_eq!(entry["manager"], "creator");
+    assert_eq!(entry["operation"], "Update");
+    assert_eq!(entry["apiVersion"], "machineconfiguration.openshift.io/v1");
+    assert_eq!(entry["fieldsType"], "FieldsV1");
+    assert!(
+        entry["time"].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{entry}"
+    );
+    assert!(entry.get("subresource").is_none(), "{entry}");
+    assert_eq!(
+        entry["fieldsV1"]["f:spec"],
+        json!({
+            ".": {},
+            "f:configVersion": { ".": {}, "f:desired": {} },
+            "f:node": { ".": {}, "f:name": {} },
+            "f:pool": { ".": {}, "f:name": {} },
+        })
+    );
+
+    // A patch by the same manager merges into its one Update entry.
+    let (code, patched) = raw_with_headers(
+        &server,
+        "PATCH",
+        &format!("{MCN_PATH}/n1?fieldManager=creator"),
+        &[],
+        &json!({ "metadata": { "labels": { "a": "1" } } }),
+    )
+    .await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(
+        entries(&patched),
+        [("creator".into(), "Update".into(), "".into())]
+    );
+    assert_eq!(
+        fields_of(&patched, "creator", "Update", "")["f:metadata"],
+        json!({ "f:labels": { ".": {}, "f:a": {} } })
+    );
+
+    // A /status write is its own entry (subresource: status), even for the same manager.
+    let mut with_status = patched.clone();
+    with_status["status"] = json!({ "observedGeneration": 1 });
+    let (code, status_written) = raw_with_headers(
+        &server,
+        "PUT",
+        &format!("{MCN_PATH}/n1/status?fieldManager=creator"),
+        &[],
+        &with_status,
+    )
+    .await;
+    assert_eq!(code, 200, "{status_written}");
+    assert_eq!(
+        fields_of(&status_written, "creator", "Update", "status"),
+        json!({ "f:status": { ".": {}, "f:observedGeneration": {} } })
+    );
+
+    // Apply on the main resource and on /status: two Apply entries, listed before the Update
+    // ones (sortEncodedManagedFields: operation first).
+    let api: Api<DynamicObject> = Api::all_with(server.client().await, &mcn_resource());
+    let mut config = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigNode",
+        "metadata": { "name": "n1", "labels": { "b": "2" } },
+    });
+    api.patch("n1", &PatchParams::apply("applier"), &Patch::Apply(&config))
+        .await
+        .expect("apply main");
+    config["metadata"] = json!({ "name": "n1" });
+    config["status"] = json!({ "conditions": [condition("Updated", "True")] });
+    let applied = api
+        .patch_status("n1", &PatchParams::apply("applier"), &Patch::Apply(&config))
+        .await
+        .expect("apply status");
+    let stored = server.get("MachineConfigNode", None, "n1").expect("stored");
+    assert_eq!(
+        entries(&stored),
+        [
+            ("applier".into(), "Apply".into(), "".into()),
+            ("applier".into(), "Apply".into(), "status".into()),
+            ("creator".into(), "Update".into(), "".into()),
+            ("creator".into(), "Update".into(), "status".into()),
+        ]
+    );
+    // Apply owns list items (with `.`) and leaves, never the nodes of declared structs.
+    assert_eq!(
+        fields_of(&stored, "applier", "Apply", "status"),
+        json!({ "f:status": { "f:conditions": { "k:{\"type\":\"Updated\"}": {
+            ".": {}, "f:lastTransitionTime": {}, "f:message": {}, "f:reason": {},
+            "f:status": {}, "f:type": {}
+        } } } })
+    );
+    // The same apply again changes nothing: same resourceVersion, same times.
+    let again = api
+        .patch_status("n1", &PatchParams::apply("applier"), &Patch::Apply(&config))
+        .await
+        .expect("apply again");
+    assert_eq!(
+        again.metadata.resource_version,
+        applied.metadata.resource_version
+    );
+    assert_eq!(
+        server.get("MachineConfigNode", None, "n1").expect("stored"),
+        stored
+    );
+}
+
+#[tokio::test]
+async fn managed_fields_follow_takeovers_and_removals_and_drop_empty_entries() {
+    let server = FakeApiServer::start(Options::default());
+    let write = |method: &'static str, path: String, body: Value| {
+        let server = &server;
+        async move { raw_with_headers(server, method, &path, &[], &body).await }
+    };
+    let (code, _) = write(
+        "POST",
+        format!("{CM_PATH}?fieldManager=creator"),
+        cm_json("c", json!({ "a": "1" }), json!({ "k": "1" })),
+    )
+    .await;
+    assert_eq!(code, 201);
+    // A labeler adds one label, another manager changes it: the labeler's entry owns nothing
+    // any more and goes.
+    write(
+        "PATCH",
+        format!("{CM_PATH}/c?fieldManager=labeler"),
+        json!({ "metadata": { "labels": { "x": "1" } } }),
+    )
+    .await;
+    let (_, taken) = write(
+        "PATCH",
+        format!("{CM_PATH}/c?fieldManager=other"),
+        json!({ "metadata": { "labels": { "x": "2" } } }),
+    )
+    .await;
+    assert_eq!(
+        entries(&taken),
+        [
+            ("creator".into(), "Update".into(), "".into()),
+            ("other".into(), "Update".into(), "".into()),
+        ],
+        "{taken}"
+    );
+    // A removal takes the field from its owner and gives the remover nothing.
+    let (_, removed) = write(
+        "PATCH",
+        format!("{CM_PATH}/c?fieldManager=remover"),
+        json!({ "metadata": { "labels": { "a": null } } }),
+    )
+    .await;
+    assert!(entries(&removed).iter().all(|(m, _, _)| m != "remover"));
+    assert_eq!(
+        fields_of(&removed, "creator", "Update", "")["f:metadata"]["f:labels"],
+        json!({}),
+        "the creator keeps the labels map it added, not the removed label"
+    );
+
+    // An applier that applies an empty set loses its entry, and its fields go with it.
+    let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
+    let mut config = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": "c", "labels": { "y": "1" } },
+    });
+    api.patch("c", &PatchParams::apply("applier"), &Patch::Apply(&config))
+        .await
+        .expect("apply");
+    config["metadata"] = json!({ "name": "c" });
+    let emptied = api
+        .patch("c", &PatchParams::apply("applier"), &Patch::Apply(&config))
+        .await
+        .expect("apply empty");
+    assert!(!emptied
+        .metadata
+        .labels
+        .unwrap_or_default()
+        .contains_key("y"));
+    let stored = server
+        .get("ConfigMap", Some("default"), "c")
+        .expect("stored");
+    assert!(
+        entries(&stored).iter().all(|(m, _, _)| m != "applier"),
+        "{stored}"
+    );
+}
+
+#[tokio::test]
+async fn the_field_manager_defaults_to_the_user_agent_product() {
+    let server = FakeApiServer::start(Options::default());
+    let (code, created) = raw_with_headers(
+        &server,
+        "POST",
+        CM_PATH,
+        &[(
+            "User-Agent",
+            "kubectl/v1.31.0 (linux/amd64) kubernetes/abcdef",
+        )],
+        &cm_json("ua", json!({}), json!({ "k": "1" })),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(entries(&created)[0].0, "kubectl");
+    let (_, anonymous) = raw_with_headers(
+        &server,
+        "POST",
+        CM_PATH,
+        &[],
+        &cm_json("no-ua", json!({}), json!({ "k": "1" })),
+    )
+    .await;
+    assert_eq!(entries(&anonymous)[0].0, "unknown");
+    // Server-side apply has no default: fieldManager is required.
+    let (code, status) = raw_with_headers(
+        &server,
+        "PATCH",
+        &format!("{CM_PATH}/ua"),
+        &[("Content-Type", "application/apply-patch+yaml")],
+        &cm_json("ua", json!({}), json!({ "k": "2" })),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+}
+
+#[tokio::test]
+async fn managed_fields_sent_in_a_request_rewrite_reset_or_are_refused() {
+    let server = FakeApiServer::start(Options::default());
+    let (_, created) = raw_with_headers(
+        &server,
+        "POST",
+        &format!("{CM_PATH}?fieldManager=creator"),
+        &[],
+        &cm_json("m", json!({}), json!({ "k": "1" })),
+    )
+    .await;
+    // A PUT may rewrite ownership (decodeLiveOrNew takes valid managedFields from the request).
+    let mut claimed = created.clone();
+    claimed["metadata"]["managedFields"] = json!([{
+        "manager": "claimer", "operation": "Update", "apiVersion": "v1",
+        "time": "2025-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+        "fieldsV1": { "f:data": { "f:k": {} } }
+    }]);
+    let (code, rewritten) = raw_with_headers(
+        &server,
+        "PUT",
+        &format!("{CM_PATH}/m?fieldManager=putter"),
+        &[],
+        &claimed,
+    )
+    .await;
+    assert_eq!(code, 200, "{rewritten}");
+    assert_eq!(
+        entries(&rewritten),
+        [("claimer".into(), "Update".into(), "".into())]
+    );
+    // `[{}]` resets them: a write that changes nothing leaves none at all.
+    let mut reset = rewritten.clone();
+    reset["metadata"]["managedFields"] = json!([{}]);
+    let (_, cleared) = raw_with_headers(
+        &server,
+        "PUT",
+        &format!("{CM_PATH}/m?fieldManager=putter"),
+        &[],
+        &reset,
+    )
+    .await;
+    assert!(
+        cleared["metadata"].get("managedFields").is_none(),
+        "{cleared}"
+    );
+    // `[]` resets too; the writer then owns only what this write changed.
+    let mut reset = cleared.clone();
+    reset["metadata"]["managedFields"] = json!([]);
+    reset["data"]["k"] = json!("2");
+    let (_, owned) = raw_with_headers(
+        &server,
+        "PUT",
+        &format!("{CM_PATH}/m?fieldManager=resetter"),
+        &[],
+        &reset,
+    )
+    .await;
+    assert_eq!(
+        fields_of(&owned, "resetter", "Update", ""),
+        json!({ "f:data": { "f:k": {} } })
+    );
+    // On a subresource the request's managedFields are ignored.
+    let node = json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": { "name": "n" },
+        "status": { "phase": "Running" },
+    });
+    let (_, node) = raw_with_headers(
+        &server,
+        "POST",
+        "/api/v1/nodes?fieldManager=kubelet",
+        &[],
+        &node,
+    )
+    .await;
+    let mut claim = node.clone();
+    claim["metadata"]["managedFields"] = json!([{
+        "manager": "claimer", "operation": "Update", "apiVersion": "v1",
+        "fieldsType": "FieldsV1", "fieldsV1": { "f:status": { "f:phase": {} } }
+    }]);
+    let (_, after) = raw_with_headers(
+        &server,
+        "PUT",
+        "/api/v1/nodes/n/status?fieldManager=kubelet",
+        &[],
+        &claim,
+    )
+    .await;
+    assert!(
+        entries(&after).iter().all(|(m, _, _)| m != "claimer"),
+        "{after}"
+    );
+    // Server-side apply refuses them.
+    let mut config = cm_json("m", json!({}), json!({ "k": "3" }));
+    config["metadata"]["managedFields"] = json!([]);
+    let (code, status) = raw_with_headers(
+        &server,
+        "PATCH",
+        &format!("{CM_PATH}/m?fieldManager=applier"),
+        &[("Content-Type", "application/apply-patch+yaml")],
+        &config,
+    )
+    .await;
+    assert_eq!(code, 400, "{status}");
+    assert_eq!(status["message"], "metadata.managedFields must be nil");
+}
+
+#[tokio::test]
+async fn apply_conflicts_are_worded_and_resolved_as_kubernetes_does() {
+    let server = FakeApiServer::start(Options::default());
+    let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
+    let creator = PostParams {
+        field_manager: Some("creator".into()),
+        ..Default::default()
+    };
+    api.create(&creator, &config_map("c", &[], &[("k1", "1"), ("k2", "2")]))
+        .await
+        .expect("create");
+    api.patch(
+        "c",
+        &PatchParams {
+            field_manager: Some("second".into()),
+            ..Default::default()
+        },
+        &Patch::Merge(json!({ "data": { "k3": "3" } })),
+    )
+    .await
+    .expect("patch");
+    let apply = |manager: &str, data: &[(&str, &str)], force: bool| {
+        let params = if force {
+            PatchParams::apply(manager).force()
+        } else {
+            PatchParams::apply(manager)
+        };
+        let config = config_map("c", &[], data);
+        let api = api.clone();
+        async move { api.patch("c", &params, &Patch::Apply(&config)).await }
+    };
+
+    let one = status_of(apply("applier", &[("k1", "x")], false).await);
+    assert_eq!(one.code, 409);
+    assert_eq!(one.reason, "Conflict");
+    assert_eq!(
+        one.message,
+        "Apply failed with 1 conflict: conflict with \"creator\" using v1: .data.k1"
+    );
+    let causes = one
+        .details
+        .as_ref()
+        .map(|d| d.causes.clone())
+        .unwrap_or_default();
+    assert_eq!(causes[0].reason, "FieldManagerConflict");
+    assert_eq!(causes[0].field, ".data.k1");
+    assert_eq!(causes[0].message, "conflict with \"creator\" using v1");
+
+    let two = status_of(apply("applier", &[("k1", "x"), ("k3", "y")], false).await);
+    assert_eq!(
+        two.message,
+        "Apply failed with 2 conflicts: conflicts with \"creator\" using v1:\n- .data.k1\nconflicts with \"second\" using v1:\n- .data.k3"
+    );
+    // The creator's own Update entry is another manager than its Apply: it conflicts too.
+    let own = status_of(apply("creator", &[("k1", "z")], false).await);
+    assert!(
+        own.message.contains("conflict with \"creator\" using v1"),
+        "{}",
+        own.message
+    );
+
+    // The same value is no conflict: both own the field.
+    let shared = apply("applier", &[("k2", "2")], false)
+        .await
+        .expect("same value");
+    let shared = serde_json::to_value(&shared).expect("json");
+    assert_eq!(
+        fields_of(&shared, "applier", "Apply", "")["f:data"]["f:k2"],
+        json!({})
+    );
+    assert_eq!(
+        fields_of(&shared, "creator", "Update", "")["f:data"]["f:k2"],
+        json!({})
+    );
+
+    // force takes the fields over.
+    let forced = apply("applier", &[("k1", "x"), ("k2", "2"), ("k3", "y")], true)
+        .await
+        .expect("forced");
+    let forced = serde_json::to_value(&forced).expect("json");
+    assert!(fields_of(&forced, "creator", "Update", "")["f:data"]
+        .get("f:k1")
+        .is_none());
+    assert!(
+        entries(&forced).iter().all(|(m, _, _)| m != "second"),
+        "{forced}"
+    );
+
+    // A status subresource manager is named with its subresource.
+    let mcns: Api<DynamicObject> = Api::all_with(server.client().await, &mcn_resource());
+    let (_, created) = raw_with_headers(
+        &server,
+        "POST",
+        &format!("{MCN_PATH}?fieldManager=op"),
+        &[],
+        &mcn("s"),
+    )
+    .await;
+    let mut with_status = created.clone();
+    with_status["status"] = json!({ "observedGeneration": 1 });
+    raw_with_headers(
+        &server,
+        "PUT",
+        &format!("{MCN_PATH}/s/status?fieldManager=daemon"),
+        &[],
+        &with_status,
+    )
+    .await;
+    let config = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigNode",
+        "metadata": { "name": "s" }, "status": { "observedGeneration": 2 },
+    });
+    let status = status_of(
+        mcns.patch_status("s", &PatchParams::apply("applier"), &Patch::Apply(&config))
+            .await,
+    );
+    assert_eq!(
+        status.message,
+        "Apply failed with 1 conflict: conflict with \"daemon\" with subresource \"status\" using machineconfiguration.openshift.io/v1: .status.observedGeneration"
+    );
+}
+
+/// A custom resource for merge-strategy and defaulting tests: a list-map, a set, an atomic
+/// list, an atomic map, a granular map, and `default:` values at several depths.
+fn widget_resource() -> support::fake_apiserver::ResourceDef {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "apiVersion": { "type": "string" },
+            "kind": { "type": "string" },
+            "metadata": { "type": "object" },
+            "spec": {
+                "type": "object",
+                "properties": {
+                    "mode": { "type": "string", "default": "Auto" },
+                    "limits": {
+                        "type": "object",
+                        "default": {},
+                        "properties": { "cpu": { "type": "integer", "default": 2 } }
+                    },
+                    "items": {
+                        "type": "array",
+                        "x-kubernetes-list-type": "map",
+                        "x-kubernetes-list-map-keys": ["name"],
+                        "items": {
+                            "type": "object",
+                            "required": ["name"],
+                            "properties": {
+                                "name": { "type": "string" },
+                                "value": { "type": "string" },
+                                "weight": { "type": "integer", "default": 1 }
+                            }
+                        }
+                    },
+                    "tags": {
+                        "type": "array", "x-kubernetes-list-type": "set",
+                        "items": { "type": "string" }
+                    },
+                    "order": { "type": "array", "items": { "type": "string" } },
+                    "selector": {
+                        "type": "object", "x-kubernetes-map-type": "atomic",
+                        "additionalProperties": { "type": "string" }
+                    },
+                    "settings": {
+                        "type": "object",
+                        "additionalProperties": { "type": "string" }
+                    }
+                }
+            },
+            "status": {
+                "type": "object",
+                "properties": { "phase": { "type": "string", "default": "Pending" }, "count": { "type": "integer" } }
+            }
+        }
+    });
+    support::fake_apiserver::ResourceDef {
+        group: "example.com".into(),
+        version: "v1".into(),
+        plural: "widgets".into(),
+        singular: "widget".into(),
+        kind: "Widget".into(),
+        namespaced: false,
+        status_subresource: true,
+        schema: Some(std::sync::Arc::new(schema)),
+    }
+}
+
+fn widget_api_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Widget"),
+        "widgets",
+    )
+}
+
+fn widget(name: &str, spec: Value) -> Value {
+    json!({ "apiVersion": "example.com/v1", "kind": "Widget", "metadata": { "name": name }, "spec": spec })
+}
+
+#[tokio::test]
+async fn apply_merges_list_maps_sets_and_granular_maps_and_replaces_atomic_values() {
+    let server = FakeApiServer::start(Options {
+        extra_resources: vec![widget_resource()],
+        ..Options::default()
+    });
+    let api: Api<DynamicObject> = Api::all_with(server.client().await, &widget_api_resource());
+    let apply = |manager: &'static str, spec: Value, force: bool| {
+        let api = api.clone();
+        async move {
+            let params = if force {
+                PatchParams::apply(manager).force()
+            } else {
+                PatchParams::apply(manager)
+            };
+            api.patch("w", &params, &Patch::Apply(&widget("w", spec)))
+                .await
+        }
+    };
+    apply(
+        "alice",
+        json!({
+            "items": [{ "name": "a", "value": "1" }],
+            "tags": ["t1"], "order": ["x", "y"],
+            "selector": { "app": "a" }, "settings": { "s1": "1" },
+        }),
+        false,
+    )
+    .await
+    .expect("alice");
+    apply(
+        "bob",
+        json!({ "items": [{ "name": "b", "value": "2" }], "tags": ["t2"], "settings": { "s2": "2" } }),
+        false,
+    )
+    .await
+    .expect("bob");
+    let stored = server.get("Widget", None, "w").expect("stored");
+    assert_eq!(
+        stored["spec"]["items"],
+        json!([{ "name": "a", "value": "1", "weight": 1 }, { "name": "b", "value": "2", "weight": 1 }])
+    );
+    assert_eq!(stored["spec"]["tags"], json!(["t1", "t2"]));
+    assert_eq!(stored["spec"]["settings"], json!({ "s1": "1", "s2": "2" }));
+    let alice = fields_of(&stored, "alice", "Apply", "");
+    assert_eq!(
+        alice["f:spec"]["f:items"],
+        json!({ "k:{\"name\":\"a\"}": { ".": {}, "f:name": {}, "f:value": {} } })
+    );
+    assert_eq!(alice["f:spec"]["f:tags"], json!({ "v:\"t1\"": {} }));
+    assert_eq!(alice["f:spec"]["f:order"], json!({}));
+    assert_eq!(alice["f:spec"]["f:selector"], json!({}));
+    // Atomic values are owned whole: another key in an atomic map is a conflict at the map.
+    let status = status_of(apply("bob", json!({ "selector": { "tier": "b" } }), false).await);
+    assert!(
+        status
+            .message
+            .ends_with("conflict with \"alice\": .spec.selector"),
+        "{}",
+        status.message
+    );
+    let status = status_of(apply("bob", json!({ "order": ["z"] }), false).await);
+    assert!(
+        status.message.ends_with(".spec.order"),
+        "{}",
+        status.message
+    );
+    let bob_config = json!({
+        "items": [{ "name": "b", "value": "2" }], "tags": ["t2"], "settings": { "s2": "2" },
+        "selector": { "tier": "b" },
+    });
+    apply("bob", bob_config, true).await.expect("forced");
+    let stored = server.get("Widget", None, "w").expect("stored");
+    assert_eq!(
+        stored["spec"]["selector"],
+        json!({ "tier": "b" }),
+        "replaced, not merged"
+    );
+    assert!(fields_of(&stored, "alice", "Apply", "")["f:spec"]
+        .get("f:selector")
+        .is_none());
+    // Items alice stops applying go; bob's stay.
+    apply("alice", json!({ "tags": ["t1"] }), false)
+        .await
+        .expect("alice again");
+    let stored = server.get("Widget", None, "w").expect("stored");
+    assert_eq!(
+        stored["spec"]["items"],
+        json!([{ "name": "b", "value": "2", "weight": 1 }])
+    );
+    assert_eq!(stored["spec"]["settings"], json!({ "s2": "2" }));
+}
+
+#[tokio::test]
+async fn schema_defaults_fill_absent_fields_on_every_write() {
+    let server = FakeApiServer::start(Options {
+        extra_resources: vec![widget_resource()],
+        ..Options::default()
+    });
+    let path = "/apis/example.com/v1/widgets";
+    // Create: top-level, nested (inside a defaulted object) and list-item defaults.
+    let (code, created) = raw_with_headers(
+        &server,
+        "POST",
+        &format!("{path}?fieldManager=creator"),
+        &[],
+        &widget("d", json!({ "items": [{ "name": "a" }], "mode": null })),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(
+        created["spec"]["mode"], "Auto",
+        "a null non-nullable field is defaulted"
+    );
+    assert_eq!(created["spec"]["limits"], json!({ "cpu": 2 }));
+    assert_eq!(created["spec"]["items"][0]["weight"], 1);
+    // The creator (an Update) owns what defaulting filled in, as the request decoded with it.
+    assert_eq!(
+        fields_of(&created, "creator", "Update", "")["f:spec"]["f:mode"],
+        json!({})
+    );
+    // Update: a removed field comes back as its default.
+    let mut replaced = created.clone();
+    replaced["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("mode");
+    replaced["spec"]["limits"] = json!({});
+    let (_, updated) = raw_with_headers(&server, "PUT", &format!("{path}/d"), &[], &replaced).await;
+    assert_eq!(updated["spec"]["mode"], "Auto");
+    assert_eq!(updated["spec"]["limits"], json!({ "cpu": 2 }));
+    // Status writes are defaulted too.
+    let mut status = updated.clone();
+    status["status"] = json!({ "count": 1 });
+    let (_, with_status) =
+        raw_with_headers(&server, "PUT", &format!("{path}/d/status"), &[], &status).await;
+    assert_eq!(
+        with_status["status"],
+        json!({ "count": 1, "phase": "Pending" })
+    );
+    // Apply: defaults fill the merged object; the applier does not own them.
+    let api: Api<DynamicObject> = Api::all_with(server.client().await, &widget_api_resource());
+    let applied = api
+        .patch(
+            "e",
+            &PatchParams::apply("applier"),
+            &Patch::Apply(&widget("e", json!({ "tags": ["t"] }))),
+        )
+        .await
+        .expect("apply");
+    let applied = serde_json::to_value(&applied).expect("json");
+    assert_eq!(applied["spec"]["mode"], "Auto");
+    assert_eq!(
+        fields_of(&applied, "applier", "Apply", ""),
+        json!({ "f:spec": { "f:tags": { "v:\"t\"": {} } } })
+    );
+}
+
+#[tokio::test]
+async fn real_controller_config_gets_its_schema_defaults() {
+    // The real CRD's defaults (upstream tier): what our code reads from a ControllerConfig the
+    // API server stores.
+    if real_crds().is_none() {
+        return;
+    }
+    let server = FakeApiServer::start(real_crd_options());
+    let stored = server
+        .load_yaml_str(support::CONTROLLER_CONFIG)
+        .expect("load")
+        .remove(0);
+    let infra_status = &stored["spec"]["infra"]["status"];
+    if infra_status.is_object() {
+        assert_eq!(
+            infra_status["controlPlaneTopology"], "HighlyAvailable",
+            "{infra_status}"
+        );
+        assert_eq!(infra_status["infrastructureTopology"], "HighlyAvailable");
+        assert_eq!(infra_status["cpuPartitioning"], "None");
+    } else {
+        // Our fixture has no infra.status: defaults apply only where the parent exists.
+        assert!(stored["spec"]["infra"].get("status").is_none());
+        let mut with_status: Value =
+            serde_yaml::from_str(support::CONTROLLER_CONFIG).expect("yaml");
+        with_status["spec"]["infra"]["status"] = json!({ "platform": "None" });
+        let stored = server.apply_object(&with_status).expect("apply");
+        let infra_status = &stored["spec"]["infra"]["status"];
+        assert_eq!(
+            infra_status["controlPlaneTopology"], "HighlyAvailable",
+            "{infra_status}"
+        );
+        assert_eq!(infra_status["infrastructureTopology"], "HighlyAvailable");
+        assert_eq!(infra_status["cpuPartitioning"], "None");
+    }
+}
+
+#[tokio::test]
+async fn status_subresource_rules_differ_for_custom_resources_and_nodes() {
+    let server = FakeApiServer::start(Options::default());
+    // Nodes keep the status a create sends (nodeStrategy); custom resources drop it.
+    let (_, node) = raw_with_headers(
+        &server,
+        "POST",
+        "/api/v1/nodes",
+        &[],
+        &json!({
+            "apiVersion": "v1", "kind": "Node", "metadata": { "name": "n" },
+            "spec": { "unschedulable": false }, "status": { "phase": "Running" },
+        }),
+    )
+    .await;
+    assert_eq!(node["status"], json!({ "phase": "Running" }));
+    // Node /status: spec changes ignored, metadata changes kept (only spec is reset).
+    let mut status_write = node.clone();
+    status_write["spec"]["unschedulable"] = json!(true);
+    status_write["metadata"]["labels"] = json!({ "from-status": "yes" });
+    status_write["status"]["phase"] = json!("Terminated");
+    let (_, after) =
+        raw_with_headers(&server, "PUT", "/api/v1/nodes/n/status", &[], &status_write).await;
+    assert_eq!(after["spec"]["unschedulable"], false);
+    assert_eq!(after["metadata"]["labels"]["from-status"], "yes");
+    assert_eq!(after["status"]["phase"], "Terminated");
+    // Node main resource: status changes ignored.
+    let mut main_write = after.clone();
+    main_write["status"]["phase"] = json!("Pending");
+    let (_, after_main) =
+        raw_with_headers(&server, "PUT", "/api/v1/nodes/n", &[], &main_write).await;
+    assert_eq!(after_main["status"]["phase"], "Terminated");
+
+    // Custom resource /status: everything but status comes from the stored object, labels too;
+    // resourceVersion moves, generation does not.
+    let (_, created) = raw_with_headers(&server, "POST", MCN_PATH, &[], &mcn("c")).await;
+    let mut status_write = created.clone();
+    status_write["metadata"]["labels"] = json!({ "from-status": "yes" });
+    status_write["spec"]["pool"]["name"] = json!("master");
+    status_write["status"] = json!({ "observedGeneration": 1 });
+    let (_, after) = raw_with_headers(
+        &server,
+        "PUT",
+        &format!("{MCN_PATH}/c/status"),
+        &[],
+        &status_write,
+    )
+    .await;
+    assert!(after["metadata"].get("labels").is_none(), "{after}");
+    assert_eq!(after["spec"]["pool"]["name"], "worker");
+    assert_eq!(after["status"]["observedGeneration"], 1);
+    assert_eq!(after["metadata"]["generation"], 1);
+    assert_ne!(
+        after["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+
+    // Generation: not on metadata-only applies, yes on spec changes, and when deletion starts.
+    let api: Api<DynamicObject> = Api::all_with(server.client().await, &mcn_resource());
+    let mut config = mcn("c");
+    config["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    let held = api
+        .patch("c", &PatchParams::apply("holder"), &Patch::Apply(&config))
+        .await
+        .expect("apply finalizer");
+    assert_eq!(held.metadata.generation, Some(1));
+    config["spec"]["pool"]["name"] = json!("master");
+    let moved = api
+        .patch(
+            "c",
+            &PatchParams::apply("holder").force(),
+            &Patch::Apply(&config),
+        )
+        .await
+        .expect("apply spec");
+    assert_eq!(moved.metadata.generation, Some(2));
+    api.delete("c", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let deleting = server
+        .get("MachineConfigNode", None, "c")
+        .expect("held by its finalizer");
+    assert!(deleting["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(deleting["metadata"]["generation"], 3);
+}

@@ -282,7 +282,13 @@ pub fn derived_crds() -> &'static [ResourceDef] {
         .iter()
         .map(|crd| {
             let value = serde_json::to_value(crd).expect("a derived CRD serializes");
-            crd_resource(&value).unwrap_or_else(|e| panic!("derived CRD: {e}"))
+            let mut def = crd_resource(&value).unwrap_or_else(|e| panic!("derived CRD: {e}"));
+            // schemars writes a `default:` for every `#[serde(default)]` field; the real CRDs
+            // declare none of those, and the server would apply them on every write.
+            def.schema = def
+                .schema
+                .map(|s| Arc::new(super::schema::without_defaults(&s)));
+            def
         })
         .collect()
     })

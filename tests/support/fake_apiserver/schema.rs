@@ -118,6 +118,34 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
     }
 }
 
+/// A schema without its `default:` keywords (properties named `default` are kept).
+pub fn without_defaults(schema: &Value) -> Value {
+    let Value::Object(map) = schema else {
+        return schema.clone();
+    };
+    let mut out = Map::new();
+    for (key, value) in map {
+        let stripped = match (key.as_str(), value) {
+            ("default", _) => continue,
+            ("properties" | "patternProperties" | "definitions", Value::Object(props)) => {
+                Value::Object(
+                    props
+                        .iter()
+                        .map(|(name, s)| (name.clone(), without_defaults(s)))
+                        .collect(),
+                )
+            }
+            ("items" | "additionalProperties" | "not", _) => without_defaults(value),
+            ("allOf" | "anyOf" | "oneOf", Value::Array(list)) => {
+                Value::Array(list.iter().map(without_defaults).collect())
+            }
+            _ => value.clone(),
+        };
+        out.insert(key.clone(), stripped);
+    }
+    Value::Object(out)
+}
+
 fn default_value(value: &mut Value, schema: &Value) {
     match value {
         Value::Object(map) => {

@@ -76,17 +76,29 @@ pub struct WriteParams {
 }
 
 impl WriteParams {
-    /// The manager recorded in managedFields for a non-apply write.
+    /// The manager recorded in managedFields for a non-apply write: `fieldManager`, else the
+    /// User-Agent up to its first `/` (printable characters, at most 128 bytes, as Kubernetes'
+    /// `prefixFromUserAgent`), else `unknown` (`buildManagerInfo`).
     pub fn manager(&self) -> String {
         if let Some(m) = self.field_manager.as_deref().filter(|m| !m.is_empty()) {
             return m.to_string();
         }
-        self.user_agent
-            .as_deref()
-            .and_then(|ua| ua.split('/').next())
-            .filter(|m| !m.is_empty())
-            .unwrap_or("unknown")
-            .to_string()
+        let mut prefix = String::new();
+        let product = self.user_agent.as_deref().unwrap_or_default();
+        for c in product.split('/').next().unwrap_or_default().chars() {
+            if c.is_control() {
+                continue;
+            }
+            if prefix.len() + c.len_utf8() > 128 {
+                break;
+            }
+            prefix.push(c);
+        }
+        if prefix.is_empty() {
+            "unknown".to_string()
+        } else {
+            prefix
+        }
     }
 }
 
