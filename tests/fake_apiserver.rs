@@ -2019,16 +2019,30 @@ async fn managed_fields_follow_takeovers_and_removals_and_drop_empty_entries() {
         "the creator keeps the labels map it added, not the removed label"
     );
 
-    // An applier that applies an empty set loses its entry, and its fields go with it.
+    // An applier that applies an empty set loses its entry, and its fields go with it, even
+    // one it shares with an Update manager (only other appliers keep a dropped field).
     let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
     let mut config = json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": { "name": "c", "labels": { "y": "1" } },
+        "data": { "k": "1" },
     });
     api.patch("c", &PatchParams::apply("applier"), &Patch::Apply(&config))
         .await
         .expect("apply");
+    let shared = server
+        .get("ConfigMap", Some("default"), "c")
+        .expect("stored");
+    assert_eq!(
+        fields_of(&shared, "creator", "Update", "")["f:data"]["f:k"],
+        json!({})
+    );
+    assert_eq!(
+        fields_of(&shared, "applier", "Apply", "")["f:data"]["f:k"],
+        json!({})
+    );
     config["metadata"] = json!({ "name": "c" });
+    config.as_object_mut().expect("config").remove("data");
     let emptied = api
         .patch("c", &PatchParams::apply("applier"), &Patch::Apply(&config))
         .await
@@ -2038,6 +2052,7 @@ async fn managed_fields_follow_takeovers_and_removals_and_drop_empty_entries() {
         .labels
         .unwrap_or_default()
         .contains_key("y"));
+    assert!(!emptied.data.unwrap_or_default().contains_key("k"));
     let stored = server
         .get("ConfigMap", Some("default"), "c")
         .expect("stored");

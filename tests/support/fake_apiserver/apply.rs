@@ -883,8 +883,8 @@ fn scoped_config(def: &ResourceDef, config: &Value, scope: Scope) -> Value {
 
 /// Server-side apply of `config` by `manager` onto `live` (`None`: create), as
 /// structured-merge-diff's `Updater.Apply`: the manager's `Apply` entry becomes the
-/// configuration's field set; fields it applied before and omits now go unless another manager
-/// owns them; other managers' fields the result adds or modifies are conflicts (returned unless
+/// configuration's field set; fields it applied before and omits now go unless another applier
+/// owns them (an `Update` co-owner does not keep them); other managers' fields the result adds or modifies are conflicts (returned unless
 /// `force`, which takes them over); fields the result removed leave every entry. The entry's time
 /// moves only when the object changed. Returns the new object with `metadata.managedFields`.
 pub fn server_side_apply(
@@ -905,9 +905,11 @@ pub fn server_side_apply(
     let previous = entries.iter().find(|e| is_self(e));
     let previous_fields: FieldSet = previous.map(|e| e.fields.clone()).unwrap_or_default();
     let previous_time = previous.and_then(|e| e.time.clone());
+    // Only other appliers keep a dropped field (structured-merge-diff's addBackOwnedItems);
+    // an Update manager sharing it does not.
     let owned_by_others: FieldSet = entries
         .iter()
-        .filter(|e| !is_self(e))
+        .filter(|e| !is_self(e) && e.operation == "Apply")
         .flat_map(|e| e.fields.iter().cloned())
         .collect();
 
@@ -917,7 +919,7 @@ pub fn server_side_apply(
             json!({ "apiVersion": config["apiVersion"], "kind": config["kind"], "metadata": {} })
         }
     };
-    // Fields this manager applied before, omits now, and nobody else owns, go away. Shallower
+    // Fields this manager applied before, omits now, and no other applier owns, go away. Shallower
     // paths first: removing a list-map item's key field first would leave it unaddressable.
     let mut removed: Vec<&FieldPath> = previous_fields
         .iter()

@@ -12,10 +12,14 @@
 //! - `store.rs`: objects keyed by resource/namespace/name, one global resourceVersion, uid,
 //!   creationTimestamp, generation, finalizers; get/list (selectors, limit/continue),
 //!   create (409 AlreadyExists), replace (409 on stale resourceVersion), merge/JSON patch,
-//!   delete (preconditions), `/status` subresource rules.
-//! - `apply.rs`: server-side apply with managedFields (FieldsV1), conflicts, `force`, removal of
-//!   omitted fields, list-map merging by keys from the CRD schema.
-//! - `schema.rs`: CRD schema pruning and validation (422 Invalid), also as
+//!   delete (preconditions, generation bump when deletion starts), `/status` subresource rules
+//!   (custom resources: only status; built-ins: all but spec; Nodes keep status on create).
+//! - `apply.rs`: managedFields as Kubernetes records them (per manager, operation, subresource,
+//!   and apiVersion for `Update`; Compare-based ownership of non-apply writes; request
+//!   managedFields used, reset or ignored as `decodeLiveOrNew` does), server-side apply with
+//!   conflicts worded like Kubernetes, `force`, removal of omitted fields, list-map/set/atomic
+//!   merging from the CRD schema.
+//! - `schema.rs`: CRD schema pruning, `default:` values and validation (422 Invalid), also as
 //!   [`validate_against_real_crd`].
 //! - `cel.rs`: the CRDs' `x-kubernetes-validations` (CEL) rules on every write, transition
 //!   rules with `oldSelf`, Kubernetes' library functions and error texts; a rule it cannot
@@ -45,9 +49,17 @@
 //! ```
 //!
 //! Known simplifications: no authentication/authorization, no namespaces resource (any
-//! namespace exists), no admission, no CEL cost budgets (see `cel.rs`), no defaulting,
-//! lists are not snapshots (later pages show current objects), strategic merge patch on
-//! built-in kinds is treated as a JSON merge patch.
+//! namespace exists), no admission, no CEL cost budgets (see `cel.rs`), lists are not
+//! snapshots (later pages show current objects), strategic merge patch on built-in kinds is
+//! treated as a JSON merge patch. Built-in kinds have no schema: their objects merge as
+//! granular maps and atomic lists (Kubernetes keys e.g. Node conditions by `type`). Field
+//! management: no cap of ten `Update` managers (`ancient-changes`), no last-applied annotation
+//! handling, no `fieldManager` validation (length, printable), metadata other than
+//! labels/annotations/finalizers/ownerReferences is not owned by appliers, an apply to a
+//! built-in's `/status` applies only `.status`, a list-map item without its keys makes the list
+//! atomic (Kubernetes rejects it). Defaults are applied on writes, not again on reads (schemas
+//! never change while a server runs). The CRDs derived from our types carry no `default:`
+//! (schemars adds one per `#[serde(default)]` field; the real CRDs do not).
 #![allow(dead_code, unused_imports)]
 
 mod apply;
