@@ -978,7 +978,7 @@ pub fn server_side_apply(
         time,
         fields: applied,
     };
-    match entries.iter().position(|e| is_self(e)) {
+    match entries.iter().position(is_self) {
         Some(i) => entries[i] = entry,
         None => entries.push(entry),
     }

@@ -157,9 +157,8 @@ fn default_value(value: &mut Value, schema: &Value) {
             }
             let additional = schema.get("additionalProperties").filter(|a| a.is_object());
             for (key, child) in map.iter_mut() {
-                match properties.and_then(|p| p.get(key)).or(additional) {
-                    Some(child_schema) => default_value(child, child_schema),
-                    None => {}
+                if let Some(child_schema) = properties.and_then(|p| p.get(key)).or(additional) {
+                    default_value(child, child_schema);
                 }
             }
         }
