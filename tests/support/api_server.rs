@@ -123,6 +123,21 @@ impl ApiServer {
         either!(self, s => s.create(object))
     }
 
+    /// POST as field manager `manager` (operation `Update`, like a client-go `Create`).
+    pub fn create_as(&self, manager: &str, object: &Value) -> Result<Value, ApiError> {
+        either!(self, s => s.create_as(manager, object))
+    }
+
+    /// PUT on the main resource or `/status` as field manager `manager`.
+    pub fn replace_as(
+        &self,
+        manager: &str,
+        object: &Value,
+        scope: Scope,
+    ) -> Result<Value, ApiError> {
+        either!(self, s => s.replace_as(manager, object, scope))
+    }
+
     pub fn update(&self, object: &Value) -> Result<Value, ApiError> {
         either!(self, s => s.update(object))
     }

@@ -415,10 +415,15 @@ impl ApiClient {
     }
 
     pub fn create(&self, object: &Value) -> Result<Value, ApiError> {
+        self.create_as(FIXTURE_MANAGER, object)
+    }
+
+    /// POST as field manager `manager`.
+    pub fn create_as(&self, manager: &str, object: &Value) -> Result<Value, ApiError> {
         let (resource, namespace, _) = self.locate(object)?;
         self.ensure_namespace(namespace.as_deref())?;
         let path = format!(
-            "{}?fieldManager={FIXTURE_MANAGER}",
+            "{}?fieldManager={manager}",
             resource.path(namespace.as_deref(), None)
         );
         self.request(
@@ -430,17 +435,27 @@ impl ApiClient {
     }
 
     pub fn update(&self, object: &Value) -> Result<Value, ApiError> {
-        self.replace(object, "")
+        self.replace_as(FIXTURE_MANAGER, object, Scope::Main)
     }
 
     pub fn update_status(&self, object: &Value) -> Result<Value, ApiError> {
-        self.replace(object, "/status")
+        self.replace_as(FIXTURE_MANAGER, object, Scope::Status)
     }
 
-    fn replace(&self, object: &Value, subresource: &str) -> Result<Value, ApiError> {
+    /// PUT on the main resource or `/status` as field manager `manager`.
+    pub fn replace_as(
+        &self,
+        manager: &str,
+        object: &Value,
+        scope: Scope,
+    ) -> Result<Value, ApiError> {
+        let subresource = match scope {
+            Scope::Main => "",
+            Scope::Status => "/status",
+        };
         let (resource, namespace, name) = self.locate(object)?;
         let path = format!(
-            "{}{subresource}?fieldManager={FIXTURE_MANAGER}",
+            "{}{subresource}?fieldManager={manager}",
             resource.path(namespace.as_deref(), Some(&name))
         );
         self.request(
