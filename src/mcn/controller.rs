@@ -1,6 +1,6 @@
 //! The publisher's I/O: while this replica holds the lease, it turns each new snapshot of the
-//! cluster (and, periodically, the served-request record) into a [`plan`] and carries it out
-//! with server-side apply under the field manager [`FIELD_MANAGER`].
+//! cluster (and each change of the served records every replica shares, see [`Records`]) into a
+//! [`plan`] and carries it out with server-side apply under the field manager [`FIELD_MANAGER`].
 //!
 //! - Creates and fills are applies of the fields this server owns, without `force`: a field
 //!   another manager owns with a different value is a `409` conflict, which is counted, logged
@@ -23,7 +23,10 @@
 //!   watch cache shows the change (or a short grace period passes).
 //!
 //! Owns MachineConfigNode writes only. It never blocks serving: it runs in its own task, reads
-//! snapshots through a `watch` channel and the served log through a short, non-async lock.
+//! snapshots and the shared records through `watch` channels and its own served log through a
+//! short, non-async lock. A bootstrap record is known to be on an MCN at one place,
+//! `Reconciler::bootstrap_written` (metrics and log; the hook for anything else that must
+//! follow a record reaching its node).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;

@@ -397,3 +397,66 @@ fn serving_by_pool_is_what_a_request_would_get() {
     assert_eq!(serving["infra"].rendered_config, "");
     assert!(!serving.contains_key("broken"));
 }
+
+#[test]
+fn a_shared_address_gives_source_unknown_never_another_machines_record() {
+    // Two Nodes report the same InternalIP (a proxy on a control-plane node): the record served
+    // to that address names neither.
+    let nodes = [
+        node("m0", &["master"], "10.0.0.1", json!({})),
+        node("w1", &["worker"], "10.0.0.1", json!({})),
+    ];
+    let records = |_: IpAddr| Some(record("rendered-worker-1", CREATED - 60));
+    let plan = plan(&world(&nodes, &[]), records, false);
+    assert_eq!(plan.actions.len(), 2, "{:?}", plan.actions);
+    for action in &plan.actions {
+        let Action::Create { mcn, .. } = action else {
+            panic!("{action:?}");
+        };
+        let a = mcn.metadata.annotations.as_ref().unwrap();
+        assert_eq!(
+            a[annotations::BOOTSTRAP_SOURCE_UNKNOWN],
+            "address-of-another-node"
+        );
+        assert_eq!(a[annotations::BOOTSTRAP_ADDRESS], "10.0.0.1");
+        assert!(!a.contains_key(annotations::BOOTSTRAP_CONFIG), "{a:?}");
+        assert!(desired::has_bootstrap_record(mcn));
+    }
+
+    // Our MCN without a record learns that the source is unknown once, then is left alone.
+    let nodes = [
+        node("m0", &["master"], "10.0.0.1", json!({})),
+        node("w1", &["worker"], "10.0.0.1", json!({})),
+    ];
+    let existing = [mcn(json!({
+        "metadata": {"name": "w1", "annotations": ours()},
+        "spec": {"configVersion": {"desired": "rendered-worker-1"}},
+        "status": {"configVersion": {"desired": "not-yet-set"}}
+    }))];
+    let plan = super::plan(&world(&nodes[1..], &existing), records, false);
+    assert!(
+        matches!(plan.actions.as_slice(), [Action::Fill { .. }]),
+        "w1 alone: its record, {:?}",
+        plan.actions
+    );
+    let plan = super::plan(&world(&nodes, &existing), records, false);
+    let fills: Vec<_> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Fill { mcn, filled } => Some((mcn, filled)),
+            _ => None,
+        })
+        .collect();
+    let [(mcn, filled)] = fills.as_slice() else {
+        panic!("{:?}", plan.actions);
+    };
+    assert_eq!(filled.as_slice(), ["bootstrap record (source unknown)"]);
+    let mut done = (*existing[0]).clone();
+    done.metadata.annotations = mcn.metadata.annotations.clone();
+    let done = [Arc::new(done)];
+    assert!(!super::plan(&world(&nodes, &done), records, false)
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::Fill { .. })));
+}
