@@ -597,3 +597,184 @@ pub fn start(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::Mode;
+    use serde_json::json;
+
+    const IMAGE: &str = "quay.io/example/layered@sha256:1111";
+
+    fn object<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Arc<T> {
+        Arc::new(serde_json::from_value(value).expect("test object deserializes"))
+    }
+
+    /// A cluster with pool `layered` (a MachineOSConfig with an image, one succeeded build of
+    /// its rendered config) and the given nodes.
+    fn snapshot(nodes: Vec<Arc<Node>>) -> Snapshot {
+        let mut snapshot = Snapshot::empty(Mode::Cluster);
+        snapshot.generation = 1;
+        let pool = json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
+            "metadata": {"name": "layered", "uid": "pool-uid", "resourceVersion": "7"},
+            "spec": {"configuration": {"name": "rendered-layered-1"},
+                     "machineConfigSelector": {"matchLabels": {}},
+                     "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/layered": ""}}},
+            "status": {"configuration": {"name": "rendered-layered-1"}, "machineCount": 0,
+                       "updatedMachineCount": 0, "readyMachineCount": 0,
+                       "unavailableMachineCount": 0, "degradedMachineCount": 0}
+        });
+        snapshot.pools.insert("layered".into(), Ok(object(pool)));
+        snapshot.layered.machine_os_configs = vec![object(json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSConfig",
+            "metadata": {"name": "layered"},
+            "spec": {"machineConfigPool": {"name": "layered"},
+                     "imageBuilder": {"imageBuilderType": "Job"},
+                     "renderedImagePushSecret": {"name": "push"},
+                     "renderedImagePushSpec": "quay.io/example/layered:latest"},
+            "status": {"currentImagePullSpec": IMAGE}
+        }))];
+        snapshot.layered.machine_os_builds = vec![object(json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSBuild",
+            "metadata": {"name": "layered-build-1", "uid": "build-uid",
+                         "creationTimestamp": "2026-11-01T10:00:00Z"},
+            "spec": {"machineConfig": {"name": "rendered-layered-1"},
+                     "machineOSConfig": {"name": "layered"},
+                     "renderedImagePushSpec": "quay.io/example/layered:latest"},
+            "status": {"conditions": [{"type": "Succeeded", "status": "True", "reason": "Done",
+                                       "message": "", "lastTransitionTime": "2026-11-01T10:12:00Z"}],
+                       "digestedImagePushSpec": IMAGE}
+        }))];
+        snapshot.layered.nodes = nodes;
+        snapshot
+    }
+
+    fn validating_node() -> Arc<Node> {
+        object(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "layered-0", "uid": "node-uid",
+                         "labels": {"node-role.kubernetes.io/layered": ""},
+                         "annotations": {"machineconfiguration.openshift.io/currentImage": IMAGE,
+                                         "machineconfiguration.openshift.io/state": "Done"}}
+        }))
+    }
+
+    fn summary(events: &[PlannedEvent]) -> Vec<(String, String)> {
+        events
+            .iter()
+            .map(|e| {
+                (
+                    e.regarding.name.clone().unwrap_or_default(),
+                    e.event.reason.clone(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_held_pool_is_reported_once_then_its_release() {
+        let held = snapshot(Vec::new());
+        let held_states = layered_states(&held);
+        assert_eq!(held_states["layered"].reason, DecisionReason::NotValidated);
+        // 2026-11-01T10:12:00Z: the build's Succeeded transition.
+        assert_eq!(held_states["layered"].held_since, Some(1_793_527_920));
+
+        let first = layered_events(&BTreeMap::new(), &held_states, &held);
+        assert_eq!(
+            summary(&first),
+            [("layered".into(), "LayeredImageNotValidated".into())]
+        );
+        let event = &first[0];
+        assert_eq!(event.event.type_, EventType::Warning);
+        assert_eq!(event.regarding.kind.as_deref(), Some("MachineConfigPool"));
+        assert_eq!(event.regarding.uid.as_deref(), Some("pool-uid"));
+        assert_eq!(
+            event.regarding.resource_version, None,
+            "a new resourceVersion must not split the aggregation"
+        );
+        let related = event.event.secondary.as_ref().expect("the build");
+        assert_eq!(
+            (related.kind.as_deref(), related.name.as_deref()),
+            (Some("MachineOSBuild"), Some("layered-build-1"))
+        );
+        let note = event.event.note.as_deref().unwrap();
+        assert!(
+            note.contains("not_validated") && note.contains(IMAGE),
+            "{note}"
+        );
+
+        // The same state again: nothing.
+        assert!(layered_events(&held_states, &layered_states(&held), &held).is_empty());
+
+        // A node validates the image: released, once.
+        let served = snapshot(vec![validating_node()]);
+        let served_states = layered_states(&served);
+        assert_eq!(served_states["layered"].held_since, None);
+        let released = layered_events(&held_states, &served_states, &served);
+        assert_eq!(
+            summary(&released),
+            [("layered".into(), "LayeredImageReleased".into())]
+        );
+        assert_eq!(released[0].event.type_, EventType::Normal);
+        // A pool first seen already serving its layered image is not news.
+        assert!(layered_events(&BTreeMap::new(), &served_states, &served).is_empty());
+    }
+
+    #[test]
+    fn held_reasons_are_pascal_case_with_a_prefix() {
+        assert_eq!(
+            held_reason(DecisionReason::NotValidated),
+            "LayeredImageNotValidated"
+        );
+        assert_eq!(
+            held_reason(DecisionReason::InClusterRegistry),
+            "LayeredImageInClusterRegistry"
+        );
+        assert_eq!(
+            held_reason(DecisionReason::NoBuildForConfig),
+            "LayeredImageNoBuildForConfig"
+        );
+        assert_eq!(held_type(DecisionReason::BuildBuilding), EventType::Normal);
+        assert_eq!(held_type(DecisionReason::BuildFailed), EventType::Warning);
+    }
+
+    #[test]
+    fn notes_fit_the_api_limit() {
+        let long = "é".repeat(2000);
+        let cut = note(long);
+        assert!(
+            cut.len() <= NOTE_LIMIT && cut.ends_with("..."),
+            "{}",
+            cut.len()
+        );
+        assert_eq!(note("short".into()), "short");
+    }
+
+    #[tokio::test]
+    async fn a_node_is_announced_once() {
+        let (notices, mut receiver) = EventNotices::channel(Arc::new(Metrics::new()));
+        let record = ServedRecord {
+            pool: "worker".into(),
+            rendered_config: "rendered-worker-1".into(),
+            image: None,
+            spec_version: SpecVersion::V3_4,
+            served_at: std::time::SystemTime::UNIX_EPOCH,
+        };
+        let node = validating_node();
+        for _ in 0..100 {
+            notices.first_config_served(&node, &record);
+        }
+        let mut other = (*node).clone();
+        other.metadata.uid = Some("another-uid".into());
+        notices.first_config_served(&other, &record);
+        drop(notices);
+        let mut uids = Vec::new();
+        while let Some(notice) = receiver.recv().await {
+            if let Notice::FirstConfigServed { node, .. } = notice {
+                uids.push(node.uid.unwrap_or_default());
+            }
+        }
+        assert_eq!(uids, ["node-uid", "another-uid"]);
+    }
+}

@@ -206,6 +206,16 @@ fn rbac_grants_exactly_the_calls_the_server_makes() {
         )],
     );
     assert_eq!(response.status, 200);
+    // Its served record is shared (the ConfigMap is created, then its key applied) before the
+    // node joins; once the node exists the record is settled and may never be written.
+    poll("the served record shared", DEADLINE, || {
+        api.get(
+            "ConfigMap",
+            Some("openshift-machine-config-operator"),
+            "machine-config-server-served-records",
+        )
+        .filter(|c| c["data"].as_object().is_some_and(|d| !d.is_empty()))
+    });
     api.apply_object(&node("worker-0")).unwrap();
     poll("its MachineConfigNode with a status", DEADLINE, || {
         api.get("MachineConfigNode", None, "worker-0")
@@ -230,6 +240,8 @@ fn rbac_grants_exactly_the_calls_the_server_makes() {
         .unwrap();
     broken_status(500);
     poll("the repeated event patched", DEADLINE, || {
+        // As a machine retries (the failure may first be met by the server's own re-render).
+        server.http("GET", "/config/broken", &[]);
         api.requests()
             .iter()
             .any(|r| r.resource == "events" && r.verb == "patch")
