@@ -42,9 +42,13 @@ fn names(i: usize) -> (String, String) {
 }
 
 fn start_replica(api: &ApiServer, tokens: &tempfile::TempDir, i: usize) -> Server {
+    let (pod, node) = names(i);
+    start_named(api, tokens, &pod, &node)
+}
+
+fn start_named(api: &ApiServer, tokens: &tempfile::TempDir, pod: &str, node: &str) -> Server {
     let kubeconfig = api.kubeconfig_file().to_str().unwrap().to_string();
     let tokens = tokens.path().to_str().unwrap().to_string();
-    let (pod, node) = names(i);
     Server::start_with_env(
         &[
             "start",
@@ -56,8 +60,8 @@ fn start_replica(api: &ApiServer, tokens: &tempfile::TempDir, i: usize) -> Serve
             &tokens,
         ],
         &[
-            ("POD_NAME", pod.as_str()),
-            (mcn::ENV_NODE_NAME, node.as_str()),
+            ("POD_NAME", pod),
+            (mcn::ENV_NODE_NAME, node),
             (mcn::ENV_LEASE_DURATION_MS, "3000"),
             (mcn::ENV_RENEW_PERIOD_MS, "500"),
             (mcn::ENV_RENEW_DEADLINE_MS, "2000"),
@@ -108,7 +112,7 @@ async fn start_proxy(
     address
 }
 
-/// `GET /config/worker` through `proxy`, connecting from `from`.
+/// `GET /config/worker` on `proxy` (or a replica), connecting from `from`.
 async fn fetch_config(proxy: SocketAddr, from: IpAddr) -> mcs::Response {
     let socket = TcpSocket::new_v4().unwrap();
     socket.bind(SocketAddr::new(from, 0)).unwrap();
@@ -466,6 +470,11 @@ fn every_joining_node_gets_the_record_of_the_replica_that_served_it() {
     assert!(metric(last, "mcs_mcn_bootstrap_records_total{event=\"matched\"") >= 1.0);
     assert!(metric(last, "mcs_mcn_bootstrap_records_total{event=\"published\"") >= 1.0);
 
+    let mut by_resource: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in &node_phase {
+        *by_resource.entry(r.resource.as_str()).or_default() += 1;
+    }
+    eprintln!("API writes while nodes joined, by resource: {by_resource:?}");
     let all: Vec<Duration> = [&with_three[..], &after_kill[..], &after_stop[..]].concat();
     eprintln!(
         "machines joined: {MACHINES}; MCNs with the correct record: {correct}/{MACHINES}\n\
@@ -485,4 +494,96 @@ fn every_joining_node_gets_the_record_of_the_replica_that_served_it() {
         summary(&all),
         started.elapsed()
     );
+}
+
+fn wait_ready(server: &Server) {
+    poll("replica ready", DEADLINE, || {
+        (mcs::request(server.metrics, None, "GET", "/readyz", &[]).status == 200).then_some(())
+    });
+}
+
+/// Machine `i` of the restart test (its own address range).
+fn restart_machine(i: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 10, 1, u8::try_from(i + 1).unwrap()))
+}
+
+#[test]
+fn a_restarted_replica_keeps_what_it_published_and_an_api_outage_loses_nothing() {
+    let api = ApiServer::start(Options::default());
+    load_realistic_cluster(&api);
+    let tokens = token_dir();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let node = "master-0";
+    let first = start_named(&api, &tokens, "mcs-first", node);
+    wait_ready(&first);
+    for i in 0..3 {
+        let response = runtime.block_on(fetch_config(first.insecure, restart_machine(i)));
+        assert_eq!(response.status, 200);
+    }
+    poll("three records published", DEADLINE, || {
+        (published_records(&api).get(node) == Some(&3)).then_some(())
+    });
+
+    // The replica crashes and its pod comes back on the same node: it takes back its records
+    // before it writes, so a new answer adds to them instead of replacing them.
+    let status = std::process::Command::new("kill")
+        .arg("-KILL")
+        .arg(first.pid().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    drop(first);
+    let second = start_named(&api, &tokens, "mcs-second", node);
+    wait_ready(&second);
+    poll("the records taken back", DEADLINE, || {
+        second
+            .output()
+            .contains("took back the served records this replica published")
+            .then_some(())
+    });
+    let response = runtime.block_on(fetch_config(second.insecure, restart_machine(3)));
+    assert_eq!(response.status, 200);
+    poll("four records published", DEADLINE, || {
+        (published_records(&api).get(node) == Some(&4)).then_some(())
+    });
+
+    // The API server is unreachable while a machine boots: it is served from the caches, the
+    // record waits in memory and is published once the API is back.
+    api.stop();
+    let response = runtime.block_on(fetch_config(second.insecure, restart_machine(4)));
+    assert_eq!(response.status, 200);
+    api.restart();
+    poll(
+        "the record made during the outage published",
+        DEADLINE,
+        || (published_records(&api).get(node) == Some(&5)).then_some(()),
+    );
+
+    // Every machine's node gets its record, served by that node's replica name.
+    for i in 0..5 {
+        api.create(&worker_node(
+            &format!("worker-restart-{i}"),
+            restart_machine(i),
+        ))
+        .unwrap();
+    }
+    for i in 0..5 {
+        let name = format!("worker-restart-{i}");
+        let mcn = poll("the MCN with its record", DEADLINE, || {
+            api.get("MachineConfigNode", None, &name)
+                .filter(|mcn| annotation(mcn, "bootstrap-served-at").is_some())
+        });
+        assert_eq!(
+            annotation(&mcn, "bootstrap-served-by").as_deref(),
+            Some(node)
+        );
+        assert_eq!(
+            annotation(&mcn, "bootstrap-address"),
+            Some(restart_machine(i).to_string())
+        );
+    }
+    // Settled records leave the object.
+    poll("settled records removed", DEADLINE, || {
+        (published_records(&api).get(node) == Some(&0)).then_some(())
+    });
 }
