@@ -76,9 +76,10 @@ fn storm(server: &Server, paths: &[&str], count: usize) {
     });
 }
 
-/// (regarding kind/name, reason) of every Event.
+/// Every `events.k8s.io/v1` Event (named by group: a real API server also serves them as core
+/// v1 Events, in another shape).
 fn events(api: &ApiServer) -> Vec<Value> {
-    api.list("Event")
+    api.list("events.events.k8s.io")
 }
 
 fn find<'a>(events: &'a [Value], name: &str, reason: &str) -> Vec<&'a Value> {

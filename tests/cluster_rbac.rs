@@ -248,7 +248,7 @@ fn rbac_grants_exactly_the_calls_the_server_makes() {
             .then_some(())
     });
     poll("the node's first-config event", DEADLINE, || {
-        api.list("Event")
+        api.list("events.events.k8s.io")
             .iter()
             .any(|e| e["reason"] == "FirstConfigServed")
             .then_some(())
