@@ -22,7 +22,9 @@
 //! Only MCNs that are missing, plus `not-yet-set` fields and missing bootstrap records on MCNs
 //! it created itself (marked with [`desired::annotations::CREATED_BY`]); MCNs created by anyone
 //! else are left exactly as they are. The initial status is written only while an MCN has none.
-//! MCNs whose Node is gone are deleted. See [`plan`] and [`controller`] for the rules.
+//! MCNs whose Node is gone are deleted. See [`plan`] and [`controller`] for the rules. Besides,
+//! every replica writes its own key of one shared ConfigMap (its served records, under its own
+//! field manager; see [`exchange`]).
 //!
 //! # Several replicas
 //! Every replica (leader or not) publishes what it served through [`exchange`]; the leader
