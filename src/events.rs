@@ -551,8 +551,15 @@ pub fn start(
                     Ok(()) => Wake::StateChanged,
                     Err(_) => Wake::Stop,
                 },
-                _ = ready.changed() => Wake::StateChanged,
-                _ = leading.changed() => Wake::StateChanged,
+                // A closed channel means its source or the election ended: so do we.
+                changed = ready.changed() => match changed {
+                    Ok(()) => Wake::StateChanged,
+                    Err(_) => Wake::Stop,
+                },
+                changed = leading.changed() => match changed {
+                    Ok(()) => Wake::StateChanged,
+                    Err(_) => Wake::Stop,
+                },
             };
             let state_changed = match wake {
                 Wake::Stop => return,
