@@ -7,7 +7,10 @@
 //! balancer does: each machine connects from its own loopback address (127.10.0.x), and the
 //! proxy binds its upstream socket to that same address before connecting to the replica it
 //! chose, so the replica sees the machine's address. The test knows from the proxy which
-//! replica served which machine, and from the served bytes which rendered config it got.
+//! replica served which machine, and from the served bytes which rendered config it got. One
+//! more machine asks twice (the balancer sends the retry to another replica): its MCN has the
+//! newest answer and names the replica that answered first. A second test restarts a replica on
+//! the same node and cuts the API server off while a machine boots: nothing is lost.
 
 #[path = "cluster_support/mod.rs"]
 mod cluster_support;
@@ -206,9 +209,9 @@ fn is_write(r: &RequestRecord) -> bool {
 
 /// Creates the Nodes of `machines` at once and waits until each MCN carries a bootstrap record;
 /// returns the time from each Node's creation to its MCN showing the record.
-fn join_and_wait(api: &ApiServer, machines: std::ops::Range<usize>) -> Vec<Duration> {
+fn join_and_wait(api: &ApiServer, machines: impl IntoIterator<Item = usize>) -> Vec<Duration> {
     let mut created: HashMap<String, Instant> = HashMap::new();
-    for i in machines.clone() {
+    for i in machines {
         let name = machine_name(i);
         api.create(&worker_node(&name, machine_address(i))).unwrap();
         created.insert(name, Instant::now());
@@ -285,11 +288,31 @@ fn every_joining_node_gets_the_record_of_the_replica_that_served_it() {
         );
         served_config.insert(i, served_rendered_config(&response.json()));
     }
+    // One more machine retries its request, which the load balancer sends to the next replica:
+    // its record is the newest answer, and the MCN names the replica that answered earlier.
+    let retried = MACHINES;
+    for _ in 0..2 {
+        let response = runtime.block_on(fetch_config(proxy, machine_address(retried)));
+        assert_eq!(response.status, 200);
+        served_config.insert(retried, served_rendered_config(&response.json()));
+    }
+    // The last choice per address: who served each machine last.
     let served_by: HashMap<IpAddr, usize> = choices.lock().unwrap().iter().copied().collect();
-    assert_eq!(served_by.len(), MACHINES);
+    assert_eq!(served_by.len(), MACHINES + 1);
+    let retried_by: Vec<usize> = choices
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(ip, _)| *ip == machine_address(retried))
+        .map(|(_, replica)| *replica)
+        .collect();
+    assert_eq!(retried_by.len(), 2);
+    assert_ne!(retried_by[0], retried_by[1]);
     for replica in 0..REPLICAS {
         assert_eq!(
-            served_by.values().filter(|r| **r == replica).count(),
+            (0..MACHINES)
+                .filter(|i| served_by[&machine_address(*i)] == replica)
+                .count(),
             MACHINES / REPLICAS,
             "round robin spreads the machines"
         );
@@ -298,13 +321,14 @@ fn every_joining_node_gets_the_record_of_the_replica_that_served_it() {
     // Every replica publishes what it served (batched), and the leader merges all of it.
     poll("all records published", DEADLINE, || {
         let published = published_records(&api);
-        (published.values().sum::<usize>() == MACHINES && published.len() == REPLICAS).then_some(())
+        (published.values().sum::<usize>() == MACHINES + 2 && published.len() == REPLICAS)
+            .then_some(())
     });
     poll("the leader merging every record", DEADLINE, || {
         replicas
             .iter()
             .flatten()
-            .any(|s| metric(s, "mcs_mcn_bootstrap_records_merged ") == MACHINES as f64)
+            .any(|s| metric(s, "mcs_mcn_bootstrap_records_merged ") == (MACHINES + 2) as f64)
             .then_some(())
     });
     eprintln!(
@@ -327,7 +351,7 @@ fn every_joining_node_gets_the_record_of_the_replica_that_served_it() {
 
     // Half the nodes join with three replicas running.
     let first_leader = leader_index(&api, &replicas);
-    let with_three = join_and_wait(&api, 0..MACHINES / 2);
+    let with_three = join_and_wait(&api, (0..MACHINES / 2).chain([retried]));
 
     // The leader is killed outright (no final write, no lease release); the next nodes must get
     // their records from the survivors, including those the dead leader served.
@@ -358,7 +382,7 @@ fn every_joining_node_gets_the_record_of_the_replica_that_served_it() {
 
     // Every MCN carries the record of the replica that served its machine, and nothing else.
     let mut correct = 0;
-    for i in 0..MACHINES {
+    for i in 0..=MACHINES {
         let name = machine_name(i);
         let mcn = api.get("MachineConfigNode", None, &name).unwrap();
         let expected_replica = names(served_by[&machine_address(i)]).1;
@@ -379,7 +403,8 @@ fn every_joining_node_gets_the_record_of_the_replica_that_served_it() {
             annotation(&mcn, "bootstrap-pool").as_deref(),
             Some("worker")
         );
-        assert_eq!(annotation(&mcn, "bootstrap-also-served-by"), None);
+        let also = (i == retried).then(|| names(retried_by[0]).1);
+        assert_eq!(annotation(&mcn, "bootstrap-also-served-by"), also, "{name}");
         assert_eq!(annotation(&mcn, "bootstrap-source-unknown"), None);
         correct += 1;
     }
@@ -387,7 +412,7 @@ fn every_joining_node_gets_the_record_of_the_replica_that_served_it() {
     // Each MCN was written once (its create, record included) plus its initial status: never
     // twice, so never with conflicting data, across both leader changes.
     let requests = api.requests();
-    for i in 0..MACHINES {
+    for i in 0..=MACHINES {
         let name = machine_name(i);
         let writes: Vec<&RequestRecord> = requests
             .iter()
@@ -434,7 +459,7 @@ fn every_joining_node_gets_the_record_of_the_replica_that_served_it() {
         .iter()
         .filter(|r| is_write(r) && r.resource == "configmaps")
         .count();
-    assert_eq!(mcn_writes, 2 * MACHINES);
+    assert_eq!(mcn_writes, 2 * (MACHINES + 1));
     assert!(
         record_writes <= MACHINES,
         "{record_writes} record writes for {MACHINES} nodes"
@@ -476,16 +501,19 @@ fn every_joining_node_gets_the_record_of_the_replica_that_served_it() {
     }
     eprintln!("API writes while nodes joined, by resource: {by_resource:?}");
     let all: Vec<Duration> = [&with_three[..], &after_kill[..], &after_stop[..]].concat();
+    let joined = MACHINES + 1;
     eprintln!(
-        "machines joined: {MACHINES}; MCNs with the correct record: {correct}/{MACHINES}\n\
+        "machines joined: {} (one of them asked twice); MCNs with the correct record: {correct}/{}\n\
          API writes while nodes joined: {} ({:.2} per node: MCN {:.2}, served records {:.2}, lease {:.2}); served-record writes over the whole run: {record_writes_total}\n\
          Node -> MCN with record: three replicas {}; after SIGKILL of the leader {} (first after kill {:?} incl. failover {:?}); after SIGTERM of the next {}; all {}\n\
          test took {:?}",
+        joined,
+        joined,
         node_phase.len(),
-        node_phase.len() as f64 / MACHINES as f64,
-        mcn_writes as f64 / MACHINES as f64,
-        record_writes as f64 / MACHINES as f64,
-        lease_writes as f64 / MACHINES as f64,
+        node_phase.len() as f64 / joined as f64,
+        mcn_writes as f64 / joined as f64,
+        record_writes as f64 / joined as f64,
+        lease_writes as f64 / joined as f64,
         summary(&with_three),
         summary(&after_kill),
         after_kill.iter().min().unwrap(),
