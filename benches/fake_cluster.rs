@@ -17,7 +17,6 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use support::api_server::ApiServer;
 use support::fake_apiserver::{FakeApiServer, Options};
 
 fn main() -> ExitCode {
@@ -25,9 +24,8 @@ fn main() -> ExitCode {
         eprintln!("usage: fake_cluster DIR");
         return ExitCode::from(64);
     };
-    // Always the in-test server: this is the cluster the benchmarks measure against.
     let api = match FakeApiServer::try_start(Options::default()) {
-        Ok(api) => ApiServer::Fake(api),
+        Ok(api) => api,
         Err(e) => {
             eprintln!("fake_cluster: cannot start the fake API server: {e}");
             return ExitCode::FAILURE;

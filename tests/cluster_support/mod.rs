@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::support::api_server::ApiServer;
+use crate::support::api_server::FixtureApi;
 
 /// `--apiserver-url` of every test.
 pub const APISERVER_URL: &str = "https://api-int.example.com:6443";
@@ -32,7 +32,7 @@ pub fn fixture_dir() -> PathBuf {
 
 /// The realistic MachineConfigs, pools and ControllerConfig, plus the image registry's
 /// Service and the `kubeconfig-data` ConfigMap without a CA bundle.
-pub fn load_realistic_cluster(api: &ApiServer) {
+pub fn load_realistic_cluster(api: &impl FixtureApi) {
     // The installer's bootstrap copy leaves fields the cluster's CRD requires null; the
     // operator fills them in the cluster.
     let path = fixture_dir().join("controller-config/machine-config-controller.yaml");
@@ -57,7 +57,7 @@ pub fn load_realistic_cluster(api: &ApiServer) {
     }
     api.apply_object(&controller_config).unwrap();
     for dir in ["machine-configs", "machine-pools"] {
-        if let Err(e) = api.load_yaml_dir(fixture_dir().join(dir)) {
+        if let Err(e) = api.load_yaml_dir(&fixture_dir().join(dir)) {
             panic!("loading {dir}: {e}");
         }
     }
@@ -76,7 +76,7 @@ pub fn load_realistic_cluster(api: &ApiServer) {
 }
 
 /// A copy of `from` (a rendered config) under the name `name`.
-pub fn copy_rendered_config(api: &ApiServer, from: &str, name: &str) {
+pub fn copy_rendered_config(api: &impl FixtureApi, from: &str, name: &str) {
     let mut mc = api
         .get("MachineConfig", None, from)
         .unwrap_or_else(|| panic!("rendered config {from}"));
@@ -119,7 +119,7 @@ pub fn kubeconfig_parts(kubeconfig: &[u8]) -> (String, String, Vec<u8>) {
 /// A pool `name` like the fixture's worker pool, selecting nodes labelled
 /// `node-role.kubernetes.io/<name>`, at rendered config `rendered` (which may not exist: then
 /// every config request for it is a 500).
-pub fn pool_at(api: &ApiServer, name: &str, rendered: &str) {
+pub fn pool_at(api: &impl FixtureApi, name: &str, rendered: &str) {
     let mut pool = api
         .get("MachineConfigPool", None, "worker")
         .expect("the fixture's worker pool");

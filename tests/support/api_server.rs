@@ -215,3 +215,36 @@ impl ApiServer {
         either!(self, s => s.clear_requests())
     }
 }
+
+/// The fixture operations the shared cluster fixtures (`tests/cluster_support`) use, so that they
+/// take the test's [`ApiServer`] or, for tests that need the in-test server itself, a
+/// [`FakeApiServer`].
+pub trait FixtureApi {
+    fn get(&self, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value>;
+    fn apply_object(&self, object: &Value) -> Result<Value, ApiError>;
+    fn load_yaml_dir(&self, dir: &Path) -> Result<Vec<Value>, String>;
+}
+
+impl FixtureApi for ApiServer {
+    fn get(&self, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        ApiServer::get(self, kind, namespace, name)
+    }
+    fn apply_object(&self, object: &Value) -> Result<Value, ApiError> {
+        ApiServer::apply_object(self, object)
+    }
+    fn load_yaml_dir(&self, dir: &Path) -> Result<Vec<Value>, String> {
+        ApiServer::load_yaml_dir(self, dir)
+    }
+}
+
+impl FixtureApi for FakeApiServer {
+    fn get(&self, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        FakeApiServer::get(self, kind, namespace, name)
+    }
+    fn apply_object(&self, object: &Value) -> Result<Value, ApiError> {
+        FakeApiServer::apply_object(self, object)
+    }
+    fn load_yaml_dir(&self, dir: &Path) -> Result<Vec<Value>, String> {
+        FakeApiServer::load_yaml_dir(self, dir)
+    }
+}
