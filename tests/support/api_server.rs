@@ -55,7 +55,9 @@ macro_rules! either {
 impl ApiServer {
     /// A real kube-apiserver with the real CRDs (`options.crd_dir`, else the upstream tier's;
     /// `options.routes` decides whether the Route CRD is loaded) when `KUBEBUILDER_ASSETS` is
-    /// set, else the in-test server with `options` (and the tier is recorded as not run).
+    /// set, else the in-test server with `options` (and the tier is recorded as not run). A real
+    /// server has its own bookmark interval and watch history and serves every built-in kind,
+    /// so it ignores the other options.
     pub fn start(options: Options) -> Self {
         let Some(assets) = real_apiserver::assets() else {
             real_apiserver::record_not_run(real_apiserver::TIER_NOT_RUN);
