@@ -437,3 +437,32 @@ fn the_fixture_operations_over_http_are_what_the_in_test_server_serves() {
         ]
     );
 }
+
+#[test]
+fn kubebuilder_assets_name_kube_apiserver_and_optionally_etcd() {
+    assert!(real::assets_in(None).is_none());
+    assert!(real::assets_in(Some("".into())).is_none());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("kube-apiserver"), "").unwrap();
+    let assets = real::assets_in(Some(dir.path().into())).unwrap();
+    assert_eq!(assets.kube_apiserver, dir.path().join("kube-apiserver"));
+    assert_eq!(
+        assets.etcd,
+        etcd::vendored_binary().unwrap(),
+        "the vendored etcd by default"
+    );
+    std::fs::write(dir.path().join("etcd"), "").unwrap();
+    let assets = real::assets_in(Some(dir.path().into())).unwrap();
+    assert_eq!(
+        assets.etcd,
+        dir.path().join("etcd"),
+        "the directory's etcd when it has one"
+    );
+}
+
+#[test]
+#[should_panic(expected = "has no kube-apiserver")]
+fn kubebuilder_assets_without_kube_apiserver_is_an_error_not_a_skip() {
+    let dir = tempfile::tempdir().unwrap();
+    real::assets_in(Some(dir.path().into()));
+}

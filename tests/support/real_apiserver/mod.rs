@@ -40,8 +40,12 @@ pub struct Assets {
 /// The binaries named by `KUBEBUILDER_ASSETS`, or `None` when it is unset or empty. A set
 /// variable without `kube-apiserver` in it is a broken set-up: that panics, never skips.
 pub fn assets() -> Option<Assets> {
-    let dir = std::env::var_os(ASSETS_VAR).filter(|v| !v.is_empty())?;
-    let dir = PathBuf::from(dir);
+    assets_in(std::env::var_os(ASSETS_VAR))
+}
+
+/// [`assets`] for a value of the variable.
+pub fn assets_in(value: Option<std::ffi::OsString>) -> Option<Assets> {
+    let dir = PathBuf::from(value.filter(|v| !v.is_empty())?);
     let kube_apiserver = dir.join("kube-apiserver");
     assert!(
         kube_apiserver.is_file(),
