@@ -12,7 +12,8 @@
 //!   spec (`RenderFailed`, with the error chain). The request path sends a [`Notice`] only when
 //!   it rendered (a cache miss: once per input generation, never per request), and one is
 //!   reported only when the failure for that (pool, spec) differs from the last one reported,
-//!   until a render for it succeeds again.
+//!   until a render for it succeeds again. Only the lease holder's own requests count: a
+//!   failure met only by another replica gets no Event (the 5xx alert sums every replica).
 //! - On a Node, when the MachineConfigNode publisher matched the first config served to its
 //!   machine (`FirstConfigServed`: rendered config, image, spec), once per Node uid.
 //!
