@@ -31,8 +31,13 @@ use super::desired::{internal_ips, node_name, Bootstrap};
 use super::served::ServedRecord;
 
 /// How much later than the Node's creation a served record may be and still be the node's own
-/// (the record's time is a replica's clock, the creation time the API server's).
-pub const CLOCK_SKEW: Duration = Duration::from_secs(600);
+/// (the record's time is a replica's clock, the creation time the API server's). A machine is
+/// served minutes before its kubelet registers the Node, so only clock skew has to be allowed,
+/// and it is kept small: a record served to the address of a Node that joined earlier (e.g. a
+/// load balancer on a control-plane node during installation) must not count as that Node's.
+/// A replica whose clock runs further ahead only loses its records (no record, never a wrong
+/// one).
+pub const CLOCK_SKEW: Duration = Duration::from_secs(30);
 
 /// One record, with the replica that served it (empty: unknown, e.g. a test lookup).
 #[derive(Clone, Debug, PartialEq, Eq)]
