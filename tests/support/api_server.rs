@@ -23,6 +23,7 @@ use crate::support::real_apiserver::{self, RealApiServer};
 /// serves any namespace; a fresh real one only `default` and the `kube-*` ones).
 const CLUSTER_NAMESPACES: &[&str] = &["openshift-machine-config-operator"];
 
+/// The API server of a test (see the module docs); dropping it stops the server.
 pub enum ApiServer {
     Fake(FakeApiServer),
     Real(Box<RealApiServer>),

@@ -9,7 +9,8 @@
 //! as child processes in a temporary directory, readiness, the CRDs loaded and Established,
 //! kubeconfig files, and the fake server's test powers as kube-apiserver has them (outage,
 //! compaction, request log). The fixture operations are [`client::ApiClient`]'s (it derefs to
-//! one). Dropping it stops both processes and removes the directory. Tests do not use it directly but through `support::api_server`.
+//! one). Dropping it stops both processes and removes the directory. Tests get it through
+//! `support::api_server`.
 #![allow(dead_code)]
 
 pub mod client;
