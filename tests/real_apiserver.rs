@@ -466,3 +466,74 @@ fn kubebuilder_assets_without_kube_apiserver_is_an_error_not_a_skip() {
     let dir = tempfile::tempdir().unwrap();
     real::assets_in(Some(dir.path().into()));
 }
+
+/// The generated kubeconfig works with kube-rs's TLS stack (the one the binary uses): it
+/// trusts the serving certificate for `127.0.0.1` through the CA, and presents the client
+/// certificate that kube-apiserver's `--client-ca-file` authenticates (checked here by a rustls
+/// server that requires a client certificate signed by that CA).
+#[tokio::test]
+async fn the_generated_kubeconfig_authenticates_by_client_certificate_over_tls() {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    let pki = Pki::generate().unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(pki.ca_pem.as_bytes()).unwrap())
+        .unwrap();
+    let verifier = rustls::server::WebPkiClientVerifier::builder(roots.into())
+        .build()
+        .unwrap();
+    let config = rustls::ServerConfig::builder()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(
+            vec![CertificateDer::from_pem_slice(pki.serving_cert_pem.as_bytes()).unwrap()],
+            PrivateKeyDer::from_pem_slice(pki.serving_key_pem.as_bytes()).unwrap(),
+        )
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut tls = acceptor
+            .accept(tcp)
+            .await
+            .expect("TLS handshake with a client certificate");
+        let presented = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
+        let mut request = vec![0; 4096];
+        let n = tls.read(&mut request).await.unwrap();
+        let body = "ok";
+        let response = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        tls.write_all(response.as_bytes()).await.unwrap();
+        tls.flush().await.unwrap();
+        (
+            presented,
+            String::from_utf8_lossy(&request[..n]).into_owned(),
+        )
+    });
+
+    let text = kubeconfig_yaml(
+        &format!("https://127.0.0.1:{port}"),
+        &pki.ca_pem,
+        Credentials::Certificate(&pki.under_test),
+    );
+    let kubeconfig: kube::config::Kubeconfig = serde_yaml::from_str(&text).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let answer = client
+        .request_text(http::Request::get("/readyz").body(Vec::new()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(answer, "ok");
+    let (presented, request) = server.await.unwrap();
+    let expected = CertificateDer::from_pem_slice(pki.under_test.cert_pem.as_bytes()).unwrap();
+    assert_eq!(presented, expected, "the under-test identity's certificate");
+    assert!(request.starts_with("GET /readyz "), "{request}");
+}
