@@ -367,17 +367,10 @@ fn alert_expressions_use_what_the_server_exports() {
     api.load_yaml_file(support::fixtures::layered_objects())
         .unwrap();
     let tokens = token_dir();
-    let kubeconfig = api.kubeconfig_file().to_str().unwrap().to_string();
-    let cluster = Server::start_with_env(
-        &[
-            "start",
-            "--kubeconfig",
-            &kubeconfig,
-            "--apiserver-url",
-            APISERVER_URL,
-            "--bootstrap-token-dir",
-            tokens.path().to_str().unwrap(),
-        ],
+    let cluster = Server::start_cluster(
+        api.kubeconfig_file(),
+        APISERVER_URL,
+        tokens.path(),
         &[
             ("MCS_MCN_RETRY_PERIOD_MS", "200"),
             ("MCS_MCN_RESYNC_MS", "500"),

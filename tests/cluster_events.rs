@@ -36,17 +36,10 @@ const ACCEPT_34: (&str, &str) = (
 const CONTROLLER: &str = "machineconfiguration.openshift.io/machine-config-server";
 
 fn start(api: &ApiServer, tokens: &tempfile::TempDir, pod: &str) -> Server {
-    let kubeconfig = api.kubeconfig_file().to_str().unwrap().to_string();
-    Server::start_with_env(
-        &[
-            "start",
-            "--kubeconfig",
-            &kubeconfig,
-            "--apiserver-url",
-            APISERVER_URL,
-            "--bootstrap-token-dir",
-            tokens.path().to_str().unwrap(),
-        ],
+    Server::start_cluster(
+        api.kubeconfig_file(),
+        APISERVER_URL,
+        tokens.path(),
         &[
             ("POD_NAME", pod),
             // A lease that survives a busy machine: a change of holder during the test would

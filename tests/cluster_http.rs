@@ -47,17 +47,8 @@ impl Cluster {
             api.stop();
         }
         let token_dir = token_dir();
-        let kubeconfig = api.kubeconfig_file().to_str().unwrap().to_string();
-        let tokens = token_dir.path().to_str().unwrap().to_string();
-        let server = Server::start(&[
-            "start",
-            "--kubeconfig",
-            &kubeconfig,
-            "--apiserver-url",
-            APISERVER_URL,
-            "--bootstrap-token-dir",
-            &tokens,
-        ]);
+        let server =
+            Server::start_cluster(api.kubeconfig_file(), APISERVER_URL, token_dir.path(), &[]);
         Cluster {
             api,
             token_dir,

@@ -182,16 +182,8 @@ fn rbac_grants_exactly_the_calls_the_server_makes() {
     load_realistic_cluster(&api);
     pool_at(&api, "broken", "rendered-broken-missing");
     let tokens = token_dir();
-    let kubeconfig = api.kubeconfig_file().to_str().unwrap().to_string();
-    let mut server = Server::start(&[
-        "start",
-        "--kubeconfig",
-        &kubeconfig,
-        "--apiserver-url",
-        APISERVER_URL,
-        "--bootstrap-token-dir",
-        tokens.path().to_str().unwrap(),
-    ]);
+    let mut server =
+        Server::start_cluster(api.kubeconfig_file(), APISERVER_URL, tokens.path(), &[]);
     poll("ready", DEADLINE, || {
         (mcs::request(server.metrics, None, "GET", "/readyz", &[]).status == 200).then_some(())
     });
@@ -341,18 +333,8 @@ fn a_real_api_server_forbids_none_of_the_service_accounts_requests() {
     let kubeconfig = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(kubeconfig.path(), real.kubeconfig_with_token(&token)).unwrap();
     let tokens = token_dir();
-    let mut server = Server::start_with_env(
-        &[
-            "start",
-            "--kubeconfig",
-            kubeconfig.path().to_str().unwrap(),
-            "--apiserver-url",
-            APISERVER_URL,
-            "--bootstrap-token-dir",
-            tokens.path().to_str().unwrap(),
-        ],
-        MCN_TIMINGS,
-    );
+    let mut server =
+        Server::start_cluster(kubeconfig.path(), APISERVER_URL, tokens.path(), MCN_TIMINGS);
     poll("ready", DEADLINE, || {
         (mcs::request(server.metrics, None, "GET", "/readyz", &[]).status == 200).then_some(())
     });

@@ -31,18 +31,10 @@ const POD_B: &str = "mcs-replica-b";
 
 /// One `start` replica named `pod` with short lease timings.
 fn start_replica(api: &ApiServer, tokens: &tempfile::TempDir, pod: &str) -> Server {
-    let kubeconfig = api.kubeconfig_file().to_str().unwrap().to_string();
-    let tokens = tokens.path().to_str().unwrap().to_string();
-    Server::start_with_env(
-        &[
-            "start",
-            "--kubeconfig",
-            &kubeconfig,
-            "--apiserver-url",
-            APISERVER_URL,
-            "--bootstrap-token-dir",
-            &tokens,
-        ],
+    Server::start_cluster(
+        api.kubeconfig_file(),
+        APISERVER_URL,
+        tokens.path(),
         &[
             ("POD_NAME", pod),
             (mcn::ENV_LEASE_DURATION_MS, "3000"),

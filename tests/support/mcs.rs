@@ -59,6 +59,31 @@ impl Server {
         Server::start_with_env(args, &[])
     }
 
+    /// `machine-config-server start` against the API server of `kubeconfig`, with the node
+    /// bootstrapper token directory `token_dir`, `apiserver_url` written into the served
+    /// kubeconfig and extra environment variables (e.g. the `MCS_MCN_*_MS` timings).
+    pub fn start_cluster(
+        kubeconfig: &Path,
+        apiserver_url: &str,
+        token_dir: &Path,
+        env: &[(&str, &str)],
+    ) -> Server {
+        let kubeconfig = kubeconfig.to_str().expect("UTF-8 kubeconfig path");
+        let token_dir = token_dir.to_str().expect("UTF-8 token directory path");
+        Server::start_with_env(
+            &[
+                "start",
+                "--kubeconfig",
+                kubeconfig,
+                "--apiserver-url",
+                apiserver_url,
+                "--bootstrap-token-dir",
+                token_dir,
+            ],
+            env,
+        )
+    }
+
     /// [`Self::start`] with extra environment variables for the process.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
         // A free port can be taken by another test between `free_port` and the server's bind:
