@@ -90,6 +90,16 @@ async fn start_proxy(
     upstreams: Vec<SocketAddr>,
     choices: Arc<Mutex<Vec<(IpAddr, usize)>>>,
 ) -> SocketAddr {
+    start_proxy_from(upstreams, choices, None).await
+}
+
+/// [`start_proxy`], but connecting upstream from `nat` (when given) instead of the client's
+/// address, as a NAT or a load balancer that rewrites source addresses.
+async fn start_proxy_from(
+    upstreams: Vec<SocketAddr>,
+    choices: Arc<Mutex<Vec<(IpAddr, usize)>>>,
+    nat: Option<IpAddr>,
+) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -104,7 +114,9 @@ async fn start_proxy(
             let upstream = upstreams[chosen];
             tokio::spawn(async move {
                 let socket = TcpSocket::new_v4().unwrap();
-                socket.bind(SocketAddr::new(peer.ip(), 0)).unwrap();
+                socket
+                    .bind(SocketAddr::new(nat.unwrap_or(peer.ip()), 0))
+                    .unwrap();
                 let Ok(mut server) = socket.connect(upstream).await else {
                     return;
                 };
@@ -614,4 +626,85 @@ fn a_restarted_replica_keeps_what_it_published_and_an_api_outage_loses_nothing()
     poll("settled records removed", DEADLINE, || {
         (published_records(&api).get(node) == Some(&0)).then_some(())
     });
+}
+
+fn control_plane_node(name: &str, ip: IpAddr) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "node-role.kubernetes.io/master": "",
+            "node-role.kubernetes.io/control-plane": ""
+        }},
+        "status": {"addresses": [{"type": "InternalIP", "address": ip.to_string()}]}
+    })
+}
+
+#[test]
+fn a_load_balancer_that_rewrites_addresses_never_names_the_wrong_node() {
+    let api = ApiServer::start(Options::default());
+    load_realistic_cluster(&api);
+    let tokens = token_dir();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let replica = start_named(&api, &tokens, "mcs-nat", "master-0");
+    wait_ready(&replica);
+    // The balancer runs on a control-plane node and connects from that node's address, as the
+    // on-premises API load balancer does; that node has just joined (within the clock-skew
+    // allowance of what is served next).
+    let balancer = IpAddr::V4(Ipv4Addr::new(127, 10, 3, 1));
+    api.create(&control_plane_node("master-lb", balancer))
+        .unwrap();
+    poll("the control-plane node's MCN", DEADLINE, || {
+        api.get("MachineConfigNode", None, "master-lb")
+    });
+    let proxy = runtime.block_on(start_proxy_from(
+        vec![replica.insecure],
+        Arc::new(Mutex::new(Vec::new())),
+        Some(balancer),
+    ));
+    let machines = [
+        IpAddr::V4(Ipv4Addr::new(127, 10, 3, 10)),
+        IpAddr::V4(Ipv4Addr::new(127, 10, 3, 11)),
+    ];
+    for machine in machines {
+        let response = runtime.block_on(fetch_config(proxy, machine));
+        assert_eq!(response.status, 200);
+    }
+    // The publisher has seen the record (of the balancer's address) in a pass.
+    poll("the record merged", DEADLINE, || {
+        (metric(&replica, "mcs_mcn_bootstrap_records_merged ") == 1.0).then_some(())
+    });
+    for (i, machine) in machines.iter().enumerate() {
+        api.create(&worker_node(&format!("worker-nat-{i}"), *machine))
+            .unwrap();
+    }
+    for name in ["worker-nat-0", "worker-nat-1"] {
+        poll("the worker's MCN with its status", DEADLINE, || {
+            api.get("MachineConfigNode", None, name)
+                .filter(|mcn| !mcn["status"].is_null())
+        });
+    }
+    // Neither the control-plane node (whose address the record carries) nor the workers
+    // (whose addresses were hidden) is named as the machine that was served.
+    for name in ["master-lb", "worker-nat-0", "worker-nat-1"] {
+        let mcn = api.get("MachineConfigNode", None, name).unwrap();
+        assert_eq!(
+            annotation(&mcn, "bootstrap-served-at"),
+            None,
+            "{name} got another machine's record: {mcn:#}"
+        );
+        assert_eq!(
+            annotation(&mcn, "bootstrap-rendered-config"),
+            None,
+            "{name}"
+        );
+    }
+    assert_eq!(
+        metric(&replica, "mcs_mcn_publish_total{result=\"filled\"}"),
+        0.0,
+        "{}",
+        replica.output()
+    );
 }

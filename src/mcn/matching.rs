@@ -9,12 +9,17 @@
 //! 1. Only records served before the Node was created count (its `creationTimestamp`, with
 //!    [`CLOCK_SKEW`] allowance between the replica's clock and the API server's): a record served
 //!    later was for another machine that reused the address.
-//! 2. When the address is also an `InternalIP` of another Node, the address is shared (a proxy or
+//! 2. Only records of the pool family the Node boots from count: a control-plane Node
+//!    (`node-role.kubernetes.io/master` or `control-plane`) only `master` records, an arbiter
+//!    only `arbiter` ones, every other Node only records of other pools (custom pools boot from
+//!    `worker`). A worker's record on a control-plane Node's address is a proxy's doing (the API
+//!    load balancer runs on control-plane nodes on premises), even in the clock-skew window.
+//! 3. When the address is also an `InternalIP` of another Node, the address is shared (a proxy or
 //!    NAT in front of the server, e.g. the API load balancer on a control-plane node, or an
 //!    address reused while the old Node is still there): the record's source is unknown.
-//! 3. When the records for the node's addresses name different pools or rendered configs, the
+//! 4. When the records for the node's addresses name different pools or rendered configs, the
 //!    address served several machines (or a NAT hides them): the source is unknown.
-//! 4. Otherwise the newest record wins; the replicas that served older records for the same
+//! 5. Otherwise the newest record wins; the replicas that served older records for the same
 //!    address are named too (a retry that the load balancer sent elsewhere).
 //!
 //! A "source unknown" result is written on the MCN as such; it never names a record that may be
@@ -135,9 +140,9 @@ impl ServedLookup for &MergedRecords {
 /// annotation and the `reason` metric label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum UnknownReason {
-    /// The address is also another Node's `InternalIP` (rule 2).
+    /// The address is also another Node's `InternalIP` (rule 3).
     AddressOfAnotherNode,
-    /// The address was served different pools or configs (rule 3).
+    /// The address was served different pools or configs (rule 4).
     AddressServedDifferentConfigs,
 }
 
@@ -191,6 +196,7 @@ pub fn match_node(
         .and_then(|t| u64::try_from(t.0.as_second()).ok())
         .map(|secs| UNIX_EPOCH + Duration::from_secs(secs));
     let name = node_name(node);
+    let role = node_family(node);
     let mut candidates: Vec<(IpAddr, Served)> = internal_ips(node)
         .into_iter()
         .flat_map(|address| {
@@ -200,6 +206,7 @@ pub fn match_node(
                 .map(move |s| (address, s))
         })
         .filter(|(_, s)| created.is_none_or(|created| s.record.served_at <= created + CLOCK_SKEW))
+        .filter(|(_, s)| pool_family(&s.record.pool) == role)
         .collect();
     if candidates.is_empty() {
         return BootstrapMatch::NoRecord;
@@ -246,6 +253,38 @@ pub fn match_node(
         served_by: (!newest.replica.is_empty()).then_some(newest.replica),
         also_served_by,
     })
+}
+
+/// Which machines boot from a pool: control-plane, arbiter, or every other Node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    ControlPlane,
+    Arbiter,
+    Other,
+}
+
+fn pool_family(pool: &str) -> Family {
+    match pool {
+        "master" => Family::ControlPlane,
+        "arbiter" => Family::Arbiter,
+        _ => Family::Other,
+    }
+}
+
+fn node_family(node: &Node) -> Family {
+    let has = |role: &str| {
+        node.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(&format!("node-role.kubernetes.io/{role}")))
+    };
+    if has("master") || has("control-plane") {
+        Family::ControlPlane
+    } else if has("arbiter") {
+        Family::Arbiter
+    } else {
+        Family::Other
+    }
 }
 
 #[cfg(test)]

@@ -10,12 +10,17 @@ const JOINED: u64 = 1_700_000_000;
 const TOO_LATE: u64 = JOINED + CLOCK_SKEW.as_secs() + 1;
 
 fn node(name: &str, ips: &[&str]) -> Node {
+    node_with_role(name, "worker", ips)
+}
+
+fn node_with_role(name: &str, role: &str, ips: &[&str]) -> Node {
     let addresses: Vec<_> = ips
         .iter()
         .map(|ip| json!({"type": "InternalIP", "address": ip}))
         .collect();
     serde_json::from_value(json!({
-        "metadata": {"name": name, "creationTimestamp": "2023-11-14T22:13:20Z"},
+        "metadata": {"name": name, "creationTimestamp": "2023-11-14T22:13:20Z",
+                     "labels": {format!("node-role.kubernetes.io/{role}"): ""}},
         "status": {"addresses": addresses}
     }))
     .unwrap()
@@ -159,6 +164,31 @@ fn matching_rules_table() {
         let owners = nodes_by_address(std::iter::once(&me).chain(others.iter()));
         let got = outcome(&match_node(&me, &merged(records), &owners));
         assert_eq!(got, *expected, "{name}");
+    }
+}
+
+#[test]
+fn records_count_only_for_nodes_of_their_pool_family() {
+    // (node role, record pool, expected).
+    let cases = [
+        ("master", "worker", "none"),
+        ("control-plane", "worker", "none"),
+        ("master", "master", "10.0.0.5 a rendered-x also="),
+        ("worker", "master", "none"),
+        ("infra", "worker", "10.0.0.5 a rendered-x also="),
+        ("worker", "infra", "10.0.0.5 a rendered-x also="),
+        ("arbiter", "arbiter", "10.0.0.5 a rendered-x also="),
+        ("arbiter", "worker", "none"),
+    ];
+    for (role, pool, expected) in cases {
+        let me = node_with_role("n", role, &["10.0.0.5"]);
+        let owners = nodes_by_address([&me]);
+        let records = merged(&[("a", "10.0.0.5", pool, "rendered-x", JOINED - 60)]);
+        assert_eq!(
+            outcome(&match_node(&me, &records, &owners)),
+            expected,
+            "{role} node, {pool} record"
+        );
     }
 }
 

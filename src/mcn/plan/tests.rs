@@ -400,10 +400,10 @@ fn serving_by_pool_is_what_a_request_would_get() {
 
 #[test]
 fn a_shared_address_gives_source_unknown_never_another_machines_record() {
-    // Two Nodes report the same InternalIP (a proxy on a control-plane node): the record served
-    // to that address names neither.
+    // Two Nodes report the same InternalIP (a NAT, or an address reused while the old Node is
+    // still there): the record served to that address names neither.
     let nodes = [
-        node("m0", &["master"], "10.0.0.1", json!({})),
+        node("w0", &["worker"], "10.0.0.1", json!({})),
         node("w1", &["worker"], "10.0.0.1", json!({})),
     ];
     let records = |_: IpAddr| Some(record("rendered-worker-1", CREATED - 60));
@@ -425,7 +425,7 @@ fn a_shared_address_gives_source_unknown_never_another_machines_record() {
 
     // Our MCN without a record learns that the source is unknown once, then is left alone.
     let nodes = [
-        node("m0", &["master"], "10.0.0.1", json!({})),
+        node("w0", &["worker"], "10.0.0.1", json!({})),
         node("w1", &["worker"], "10.0.0.1", json!({})),
     ];
     let existing = [mcn(json!({
