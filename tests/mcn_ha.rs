@@ -50,18 +50,10 @@ fn start_replica(api: &ApiServer, tokens: &tempfile::TempDir, i: usize) -> Serve
 }
 
 fn start_named(api: &ApiServer, tokens: &tempfile::TempDir, pod: &str, node: &str) -> Server {
-    let kubeconfig = api.kubeconfig_file().to_str().unwrap().to_string();
-    let tokens = tokens.path().to_str().unwrap().to_string();
-    Server::start_with_env(
-        &[
-            "start",
-            "--kubeconfig",
-            &kubeconfig,
-            "--apiserver-url",
-            APISERVER_URL,
-            "--bootstrap-token-dir",
-            &tokens,
-        ],
+    Server::start_cluster(
+        api.kubeconfig_file(),
+        APISERVER_URL,
+        tokens.path(),
         &[
             ("POD_NAME", pod),
             (mcn::ENV_NODE_NAME, node),
