@@ -18,6 +18,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -395,6 +396,13 @@ pub fn is_provisioning(node: &Node) -> bool {
         node.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Pending" | "Provisioning")
     )
+}
+
+/// `metadata.creationTimestamp` (the API server's clock), when present and after 1970.
+pub fn node_created(node: &Node) -> Option<SystemTime> {
+    let created = node.metadata.creation_timestamp.as_ref()?;
+    let secs = u64::try_from(created.0.as_second()).ok()?;
+    Some(UNIX_EPOCH + Duration::from_secs(secs))
 }
 
 /// `metadata.name`, empty when absent.

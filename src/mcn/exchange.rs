@@ -52,8 +52,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::desired::{has_bootstrap_record, internal_ips, node_name};
-use super::matching::CLOCK_SKEW;
+use super::desired::{has_bootstrap_record, internal_ips, node_created, node_name};
+use super::matching::served_before;
 use super::served::{ServedLog, ServedRecord};
 use crate::ignition::SpecVersion;
 use crate::metrics::Metrics;
@@ -270,12 +270,7 @@ pub fn settled_addresses(snapshot: &Snapshot) -> HashMap<IpAddr, Option<SystemTi
         if !recorded.contains(node_name(node)) {
             continue;
         }
-        let created = node
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .and_then(|t| u64::try_from(t.0.as_second()).ok())
-            .map(|secs| UNIX_EPOCH + Duration::from_secs(secs));
+        let created = node_created(node);
         for address in internal_ips(node) {
             let newest = out.entry(address).or_insert(created);
             *newest = match (*newest, created) {
@@ -288,15 +283,15 @@ pub fn settled_addresses(snapshot: &Snapshot) -> HashMap<IpAddr, Option<SystemTi
 }
 
 /// True when the record served to `address` is settled ([`settled_addresses`]): a recorded
-/// Node there joined after it was served (within [`CLOCK_SKEW`]; unknown creation counts).
+/// Node there joined after it was served (the matching rule [`served_before`]).
 pub fn settled(
     address: IpAddr,
     record: &ServedRecord,
     settled: &HashMap<IpAddr, Option<SystemTime>>,
 ) -> bool {
-    settled.get(&address).is_some_and(|created| {
-        created.is_none_or(|created| record.served_at <= created + CLOCK_SKEW)
-    })
+    settled
+        .get(&address)
+        .is_some_and(|created| served_before(record.served_at, *created))
 }
 
 /// Keys of other replicas that hold records and none younger than `ttl`: a replica that is gone

@@ -28,11 +28,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Node;
 
-use super::desired::{internal_ips, node_name, Bootstrap};
+use super::desired::{internal_ips, node_created, node_name, Bootstrap};
 use super::served::ServedRecord;
 
 /// How much later than the Node's creation a served record may be and still be the node's own
@@ -169,7 +169,14 @@ pub enum BootstrapMatch {
     },
 }
 
-/// The Nodes of each `InternalIP` address (for rule 2).
+/// Rule 1: a record served at `served_at` can be a Node's own only if the Node (created at
+/// `created`, the API server's clock; unknown counts as later) came after it, within
+/// [`CLOCK_SKEW`].
+pub fn served_before(served_at: SystemTime, created: Option<SystemTime>) -> bool {
+    created.is_none_or(|created| served_at <= created + CLOCK_SKEW)
+}
+
+/// The Nodes of each `InternalIP` address (for rule 3).
 pub fn nodes_by_address<'a>(
     nodes: impl IntoIterator<Item = &'a Node>,
 ) -> HashMap<IpAddr, BTreeSet<&'a str>> {
@@ -189,12 +196,7 @@ pub fn match_node(
     served: &impl ServedLookup,
     owners: &HashMap<IpAddr, BTreeSet<&str>>,
 ) -> BootstrapMatch {
-    let created = node
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .and_then(|t| u64::try_from(t.0.as_second()).ok())
-        .map(|secs| UNIX_EPOCH + Duration::from_secs(secs));
+    let created = node_created(node);
     let name = node_name(node);
     let role = node_family(node);
     let mut candidates: Vec<(IpAddr, Served)> = internal_ips(node)
@@ -205,7 +207,7 @@ pub fn match_node(
                 .into_iter()
                 .map(move |s| (address, s))
         })
-        .filter(|(_, s)| created.is_none_or(|created| s.record.served_at <= created + CLOCK_SKEW))
+        .filter(|(_, s)| served_before(s.record.served_at, created))
         .filter(|(_, s)| pool_family(&s.record.pool) == role)
         .collect();
     if candidates.is_empty() {

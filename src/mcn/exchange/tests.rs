@@ -1,5 +1,6 @@
 use super::*;
 use crate::api::machineconfignode::MachineConfigNode;
+use crate::mcn::matching::CLOCK_SKEW;
 
 fn record(config: &str, image: Option<&str>, at_ms: u64) -> ServedRecord {
     ServedRecord {

@@ -2,6 +2,8 @@ use super::*;
 
 use serde_json::json;
 
+use std::time::UNIX_EPOCH;
+
 use crate::ignition::SpecVersion;
 
 /// Nodes are created at this Unix time.
