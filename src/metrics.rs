@@ -305,7 +305,7 @@ impl Metrics {
         let mcn_records = Family::<RecordLabels, Counter>::default();
         registry.register(
             "mcn_bootstrap_records",
-            "Served records shared between replicas, by event: published (writes of this replica's records), publish_failed, matched and unmatched (by reason) bootstrap records written on MachineConfigNodes, expired and settled records forgotten",
+            "Served records shared between replicas, by event: published (writes of this replica's records), publish_failed, matched and unmatched (by reason) bootstrap records written on MachineConfigNodes, expired and settled records forgotten, stale_replica_removed (a gone replica's expired key removed by the leader)",
             mcn_records.clone(),
         );
         let mcn_records_merged = Gauge::<i64>::default();
