@@ -143,34 +143,42 @@ impl EventNotices {
         let Some(uid) = node.metadata.uid.clone() else {
             return;
         };
-        {
-            let mut announced = inner
-                .announced
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if announced.0.contains(&uid) {
-                return;
-            }
-            announced.0.insert(uid.clone());
-            announced.1.push_back(uid);
-            while announced.1.len() > ANNOUNCED_NODES {
-                if let Some(oldest) = announced.1.pop_front() {
-                    announced.0.remove(&oldest);
-                }
-            }
+        // Held while sending (a non-blocking `try_send`), so that a Node counts as announced
+        // only once its notice is queued: one dropped on a full queue is sent on a later pass.
+        let mut announced = inner
+            .announced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if announced.0.contains(&uid) {
+            return;
         }
-        self.send(Notice::FirstConfigServed {
+        let queued = self.send(Notice::FirstConfigServed {
             node: reference(node),
             record: record.clone(),
         });
+        if !queued {
+            return;
+        }
+        announced.0.insert(uid.clone());
+        announced.1.push_back(uid);
+        while announced.1.len() > ANNOUNCED_NODES {
+            if let Some(oldest) = announced.1.pop_front() {
+                announced.0.remove(&oldest);
+            }
+        }
     }
 
-    fn send(&self, notice: Notice) {
-        let Some(inner) = &self.inner else { return };
-        if inner.tx.try_send(notice).is_err() {
+    /// Queues `notice`; false (counted as dropped) when the queue is full or closed.
+    fn send(&self, notice: Notice) -> bool {
+        let Some(inner) = &self.inner else {
+            return false;
+        };
+        let queued = inner.tx.try_send(notice).is_ok();
+        if !queued {
             inner.metrics.kube_event("dropped");
             tracing::debug!("event notice queue full or closed; notice dropped");
         }
+        queued
     }
 }
 
@@ -757,6 +765,40 @@ mod tests {
             cut.len()
         );
         assert_eq!(note("short".into()), "short");
+    }
+
+    #[tokio::test]
+    async fn a_node_whose_notice_was_dropped_is_announced_on_a_later_call() {
+        let metrics = Arc::new(Metrics::new());
+        let (notices, mut receiver) = EventNotices::channel(metrics.clone());
+        for _ in 0..QUEUE {
+            notices.rendered("worker", SpecVersion::V3_4);
+        }
+        let record = ServedRecord {
+            pool: "worker".into(),
+            rendered_config: "rendered-worker-1".into(),
+            image: None,
+            spec_version: SpecVersion::V3_4,
+            served_at: std::time::SystemTime::UNIX_EPOCH,
+        };
+        let node = validating_node();
+        notices.first_config_served(&node, &record);
+        let dropped = metrics.encode();
+        assert!(
+            dropped.contains(r#"mcs_events_total{result="dropped"} 1"#),
+            "{dropped}"
+        );
+        receiver.recv().await.expect("a queued notice");
+        notices.first_config_served(&node, &record);
+        notices.first_config_served(&node, &record);
+        drop(notices);
+        let mut announced = 0;
+        while let Some(notice) = receiver.recv().await {
+            if matches!(notice, Notice::FirstConfigServed { .. }) {
+                announced += 1;
+            }
+        }
+        assert_eq!(announced, 1);
     }
 
     #[tokio::test]
