@@ -115,6 +115,7 @@ async fn run_start(
         ports.metrics.clone(),
         events.clone(),
         &host,
+        flags.mcn_max_writes_per_second,
         |key| std::env::var(key).ok(),
         shutdown.clone(),
     )

@@ -129,6 +129,10 @@ pub struct StartFlags {
     /// Directory with the node bootstrap token (`token`) and CA (`ca.crt`).
     #[arg(long, default_value = "/etc/mcs/bootstrap-token")]
     pub bootstrap_token_dir: PathBuf,
+    /// Most API writes per second the MachineConfigNode publisher makes (a backlog of Nodes
+    /// without an MCN is worked through at this pace, newest Nodes first).
+    #[arg(long, default_value_t = crate::mcn::rate::DEFAULT_MAX_WRITES_PER_SECOND)]
+    pub mcn_max_writes_per_second: std::num::NonZeroU32,
 }
 
 /// `explain` flags: the source flags of `bootstrap` or `start`, plus what to explain.

@@ -38,7 +38,10 @@ pub type LoadedBytes = Result<Arc<[u8]>, LoadError>;
 /// Everything a render needs, immutable once published.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
-    /// Increases with every published change; part of every payload cache key.
+    /// Increases whenever something a render reads changes; part of every payload cache key.
+    /// Cluster mode may publish snapshots that differ only in what no render reads (an MCN's
+    /// daemon-written status, a Node's addresses) under the same generation: they render the
+    /// same bytes.
     pub generation: u64,
     pub mode: Mode,
     /// MachineConfigPools by name. Bootstrap mode holds only the pools it can serve

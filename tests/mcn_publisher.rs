@@ -251,6 +251,7 @@ impl Replica {
             metrics.clone(),
             Default::default(),
             identity,
+            mcn::rate::DEFAULT_MAX_WRITES_PER_SECOND,
             |key| timing.get(key).cloned(),
             shutdown_rx,
         )

@@ -29,6 +29,7 @@
 //! follow a record reaching its node).
 
 use std::collections::{BTreeSet, HashMap};
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -44,6 +45,7 @@ use super::desired::{annotations, InitialStatus};
 use super::exchange::SharedView;
 use super::matching::{match_node, nodes_by_address, BootstrapMatch, MergedRecords, ServedLookup};
 use super::plan::{plan, Action, World};
+use super::rate::{self, WriteBudget};
 use super::served::ServedLog;
 use super::FIELD_MANAGER;
 use crate::api::machineconfignode::{MachineConfigNode, MachineConfigNodeStatus};
@@ -68,6 +70,8 @@ pub struct ReconcileSettings {
     /// How long an MCN must stay a deletion candidate (its Node absent from the cache) before it
     /// is deleted: one observation is never enough.
     pub delete_grace: Duration,
+    /// At most this many API writes per second (`--mcn-max-writes-per-second`); see [`rate`].
+    pub max_writes_per_second: NonZeroU32,
 }
 
 impl Default for ReconcileSettings {
@@ -78,6 +82,7 @@ impl Default for ReconcileSettings {
             resync: Duration::from_secs(30),
             cache_grace: Duration::from_secs(30),
             delete_grace: Duration::from_secs(30),
+            max_writes_per_second: rate::DEFAULT_MAX_WRITES_PER_SECOND,
         }
     }
 }
@@ -162,6 +167,11 @@ impl Expect {
     }
 }
 
+/// How long one pass may work through its plan, waiting for the write budget, before it plans
+/// again from the newest snapshot: the most a Node that joins during a backlog waits for its
+/// turn.
+const PASS_LENGTH: Duration = Duration::from_secs(1);
+
 /// Per-object memory of the reconcile loop.
 #[derive(Debug)]
 enum Hold {
@@ -212,6 +222,9 @@ pub struct Reconciler {
     /// Deletion candidates of the plan: MCN name to (owner Node uid, first named at).
     candidates: HashMap<String, (String, Instant)>,
     warned_unpooled: BTreeSet<String>,
+    budget: WriteBudget,
+    /// The pass stopped for want of a write token; plan again when one is available.
+    throttled_until: Option<Instant>,
 }
 
 impl Reconciler {
@@ -228,11 +241,13 @@ impl Reconciler {
             records,
             metrics,
             events,
-            settings,
             config_image_declared: true,
             holds: HashMap::new(),
             candidates: HashMap::new(),
             warned_unpooled: BTreeSet::new(),
+            budget: WriteBudget::new(settings.max_writes_per_second, Instant::now()),
+            throttled_until: None,
+            settings,
         }
     }
 
@@ -275,7 +290,13 @@ impl Reconciler {
     }
 
     /// One pass: plan from `snapshot` and carry out every action that is not held back.
+    ///
+    /// Writes spend the write budget in plan order (newest Nodes first). A pass waits for the
+    /// budget for at most [`PASS_LENGTH`]; then it ends, and the next one plans again from the
+    /// newest snapshot once a token is there (planning over thousands of Nodes for every single
+    /// write would cost more than the writes).
     pub async fn reconcile(&mut self, snapshot: &Snapshot, leading: &watch::Receiver<bool>) {
+        self.throttled_until = None;
         let world = World::from_snapshot(snapshot);
         let merged = self.records.merged(SystemTime::now());
         self.metrics.set_mcn_records_merged(merged.len());
@@ -319,6 +340,19 @@ impl Reconciler {
             }
             if matches!(action, Action::Delete { .. }) && !self.candidate_due(&name, now) {
                 continue;
+            }
+            // Wait for the write budget within the pass while the plan is fresh; past that,
+            // plan again from the newest snapshot (a Node that joined meanwhile goes first).
+            let token_at = self.budget.available_at();
+            if token_at > Instant::now() {
+                if token_at.duration_since(now) > PASS_LENGTH {
+                    self.throttled_until = Some(token_at);
+                    return;
+                }
+                tokio::time::sleep_until(token_at).await;
+                if !*leading.borrow() {
+                    return;
+                }
             }
             let seen = cached_versions
                 .get(name.as_str())
@@ -424,6 +458,7 @@ impl Reconciler {
                 Hold::Conflict { .. } => None,
             })
             .chain(candidates_due)
+            .chain(self.throttled_until)
             .fold(resync, Instant::min)
     }
 
@@ -531,6 +566,7 @@ impl Reconciler {
         } else {
             without_config_image(mcn)
         };
+        self.spend_write().await;
         match self
             .mcns
             .patch(&name, &self.params(), &Patch::Apply(&mcn))
@@ -544,6 +580,7 @@ impl Reconciler {
                 self.config_image_declared = false;
                 info!(mcn = %name, "the MachineConfigNode CRD does not declare spec.configImage; the served image is kept in the bootstrap-record annotation only");
                 let mcn = without_config_image(&mcn);
+                self.spend_write().await;
                 self.mcns
                     .patch(&name, &self.params(), &Patch::Apply(&mcn))
                     .await
@@ -553,13 +590,22 @@ impl Reconciler {
         }
     }
 
+    /// Waits for a token of the write budget and takes it (a pass starts an action only when
+    /// one is there, so this waits only between the writes of one action).
+    async fn spend_write(&mut self) {
+        while let Err(wait) = self.budget.try_take(Instant::now()) {
+            tokio::time::sleep(wait).await;
+        }
+    }
+
     async fn apply_status(
-        &self,
+        &mut self,
         name: &str,
         status: &InitialStatus,
         generation: i64,
     ) -> Result<Option<String>, PublishError> {
         let body = status_apply_body(name, &status.build(generation, Timestamp::now()));
+        self.spend_write().await;
         self.mcns
             .patch_status(name, &self.params(), &Patch::Apply(&body))
             .await
@@ -572,7 +618,7 @@ impl Reconciler {
     }
 
     async fn delete(
-        &self,
+        &mut self,
         name: &str,
         uid: Option<&str>,
         node_uid: &str,
@@ -607,6 +653,7 @@ impl Reconciler {
             }),
             ..DeleteParams::default()
         };
+        self.spend_write().await;
         match self.mcns.delete(name, &params).await {
             Ok(_) => {
                 info!(mcn = %name, node_uid = %node_uid, "node is gone; deleted the MachineConfigNode this server created for it");

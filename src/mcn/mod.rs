@@ -10,6 +10,7 @@
 //! - [`desired`]: the MCN, initial status and bootstrap annotations for one Node (pure).
 //! - [`plan`]: which MCNs to create, fill, initialise or delete (pure).
 //! - [`lease`]: Lease leader election; exactly one replica publishes at a time.
+//! - [`rate`]: the write budget (`--mcn-max-writes-per-second`).
 //! - [`controller`]: the leader's reconcile loop (server-side apply, backoff, metrics).
 //!
 //! # Inputs
@@ -40,6 +41,7 @@ pub mod exchange;
 pub mod lease;
 pub mod matching;
 pub mod plan;
+pub mod rate;
 pub mod served;
 
 use std::sync::Arc;
@@ -215,8 +217,9 @@ pub fn start(
 
 /// The one call `machine-config-server start` makes once its cluster source runs: starts the
 /// publisher on the source's snapshots and client, with this replica's identity (`host`: the
-/// pod or machine name), its records' name ([`ENV_NODE_NAME`] found by `env`, else `host`) and
-/// the `MCS_MCN_*_MS` timing overrides found by `env` (start-up glue passes
+/// pod or machine name), its records' name ([`ENV_NODE_NAME`] found by `env`, else `host`), its
+/// write budget (`--mcn-max-writes-per-second`) and the `MCS_MCN_*_MS` timing overrides found by
+/// `env` (start-up glue passes
 /// `|k| std::env::var(k).ok()`). An invalid override is an error naming the variable.
 pub fn start_for_cluster(
     source: &crate::source::cluster::ClusterSource,
@@ -224,12 +227,14 @@ pub fn start_for_cluster(
     metrics: Arc<Metrics>,
     events: EventNotices,
     host: &str,
+    max_writes_per_second: std::num::NonZeroU32,
     env: impl Fn(&str) -> Option<String>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<Publisher, String> {
     let node = env(ENV_NODE_NAME).filter(|name| !name.trim().is_empty());
     let replica = node.as_deref().unwrap_or(host);
-    let settings = PublisherSettings::new(identity(host), replica).with_overrides(env)?;
+    let mut settings = PublisherSettings::new(identity(host), replica).with_overrides(env)?;
+    settings.reconcile.max_writes_per_second = max_writes_per_second;
     Ok(start(
         source.client.clone(),
         settings,

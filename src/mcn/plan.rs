@@ -2,7 +2,8 @@
 //! record, which MachineConfigNodes (MCNs) to create, which of ours to fill in, which to give
 //! their initial status and which to delete. Pure: no I/O, no clock, no logging.
 //!
-//! The rules, per Node (sorted by name, so plans are deterministic):
+//! The rules, per Node (newest `creationTimestamp` first, then by name, so plans are
+//! deterministic and a Node that just joined comes before older ones):
 //! - nodes in phase `Pending`/`Provisioning` and nodes being deleted are skipped;
 //! - a node without a primary pool (no pool selects it, or several custom pools do; see
 //!   [`primary_pool`]) gets no MCN and is reported in [`Plan::unpooled`];
@@ -163,7 +164,14 @@ pub fn plan(world: &World<'_>, served: impl ServedLookup, config_image_declared:
         .filter_map(|mcn| Some((mcn.metadata.name.as_deref()?, mcn.as_ref())))
         .collect();
     let mut nodes: Vec<&Node> = world.nodes.iter().map(Arc::as_ref).collect();
-    nodes.sort_by(|a, b| node_name(a).cmp(node_name(b)));
+    // Newest first: the controller spends a write budget in plan order, so a machine that just
+    // joined gets its MCN before a backlog of older Nodes is worked through.
+    let created = |node: &Node| node.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    nodes.sort_by(|a, b| {
+        created(b)
+            .cmp(&created(a))
+            .then_with(|| node_name(a).cmp(node_name(b)))
+    });
 
     let owners = nodes_by_address(nodes.iter().copied());
     let mut out = Plan::default();

@@ -474,6 +474,40 @@ fn pool_members<'a>(
         .collect()
 }
 
+/// A hash of what a render reads of a Node: its name, labels ([`pool_members`]) and
+/// annotations ([`validating_node`]). The cluster source starts a new snapshot generation (new
+/// payloads) only when this, or another render input, changes.
+pub fn node_render_digest(node: &Node) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    node.metadata.name.hash(&mut hasher);
+    node.metadata.labels.hash(&mut hasher);
+    node.metadata.annotations.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// A hash of what a render reads of a MachineConfigNode ([`validating_node`]): its name,
+/// `status.configImage.currentImage` and whether `NodeDegraded` is true. Everything else the
+/// daemon rewrites during an update (other conditions, config versions, times) is not read.
+pub fn machine_config_node_render_digest(mcn: &MachineConfigNode) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    mcn.metadata.name.hash(&mut hasher);
+    let status = mcn.status.as_ref();
+    status
+        .and_then(|s| s.config_image.as_ref())
+        .and_then(|ci| ci.current_image.as_deref())
+        .hash(&mut hasher);
+    status
+        .is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == CONDITION_NODE_DEGRADED && c.status == "True")
+        })
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
 const STATE_DONE: &str = annotations::STATE_DONE;
 const CONDITION_NODE_DEGRADED: &str = "NodeDegraded";
 

@@ -15,7 +15,9 @@ use super::lenient::Lenient;
 use crate::api::imagebuild::{MachineOSBuild, MachineOSConfig, Route};
 use crate::api::machineconfignode::MachineConfigNode;
 use crate::api::{ControllerConfig, MachineConfig, MachineConfigPool};
-use crate::render::layered::{registry_hosts, LayeredInputs};
+use crate::render::layered::{
+    machine_config_node_render_digest, node_render_digest, registry_hosts, LayeredInputs,
+};
 use crate::snapshot::{LoadError, Mode, Snapshot};
 
 /// Name of the one ControllerConfig the server reads.
@@ -40,10 +42,30 @@ pub struct ClusterObjects {
 /// Identity of every cached object (kind, namespace/name, version), in a fixed order: equal
 /// fingerprints mean equal inputs, so a re-list that changed nothing does not publish a new
 /// generation (which would throw away every rendered payload). The version is the
-/// resourceVersion, except for Nodes: renders read only their labels and annotations, and
-/// kubelets rewrite Node status every few minutes, which on a large cluster would otherwise
-/// start a new generation every second.
+/// resourceVersion, except for Nodes: their [`node_digest`].
 pub type Fingerprint = Vec<(&'static str, String, String)>;
+
+/// A hash of what the server reads of a Node: uid, labels, annotations, creation and
+/// deletion time, `status.addresses` and `status.phase` (renders read labels and annotations;
+/// the MachineConfigNode publisher all of it). Not the resourceVersion and nothing else of the
+/// status: kubelets rewrite Node status every few seconds, and on a large cluster a new snapshot
+/// per heartbeat would rebuild (and re-render) continuously. The watch keeps only these fields.
+pub fn node_digest(node: &Node) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let metadata = &node.metadata;
+    metadata.uid.hash(&mut hasher);
+    metadata.labels.hash(&mut hasher);
+    metadata.annotations.hash(&mut hasher);
+    metadata.creation_timestamp.as_ref().map(|t| t.0).hash(&mut hasher);
+    metadata.deletion_timestamp.as_ref().map(|t| t.0).hash(&mut hasher);
+    if let Some(status) = &node.status {
+        status.phase.hash(&mut hasher);
+        for address in status.addresses.iter().flatten() {
+            (&address.type_, &address.address).hash(&mut hasher);
+        }
+    }
+    hasher.finish()
+}
 
 /// Something about the cluster state worth one log line until it changes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,17 +107,8 @@ impl ClusterObjects {
         }
         let mut out = Fingerprint::new();
         out.extend(self.nodes.iter().map(|node| {
-            let metadata_hash = node.object().map_or(0, |node| {
-                let mut hasher = std::collections::hash_map::DefaultHasher::new();
-                node.metadata.labels.hash(&mut hasher);
-                node.metadata.annotations.hash(&mut hasher);
-                hasher.finish()
-            });
-            (
-                "nodes",
-                node.name().to_owned(),
-                format!("{metadata_hash:x}"),
-            )
+            let digest = node.object().map_or(0, |node| node_digest(node));
+            ("nodes", node.name().to_owned(), format!("{digest:x}"))
         }));
         add(&mut out, "machineconfigpools", &self.pools);
         add(&mut out, "machineconfigs", &self.machine_configs);
@@ -104,6 +117,51 @@ impl ClusterObjects {
         add(&mut out, "machineosconfigs", &self.machine_os_configs);
         add(&mut out, "machineosbuilds", &self.machine_os_builds);
         add(&mut out, "machineconfignodes", &self.machine_config_nodes);
+        add(&mut out, "services", &self.services);
+        add(&mut out, "routes", &self.routes);
+        out
+    }
+
+    /// Like [`ClusterObjects::fingerprint`], but of what renders read only: Nodes and
+    /// MachineConfigNodes by their render digests ([`node_render_digest`],
+    /// [`machine_config_node_render_digest`]). Equal render fingerprints (and kubeconfig) mean
+    /// equal payloads, so the snapshot keeps its generation and the payload cache its entries
+    /// when, say, the publisher writes an MCN or a Node's addresses change.
+    pub fn render_fingerprint(&self) -> Fingerprint {
+        fn digests<K>(
+            out: &mut Fingerprint,
+            kind: &'static str,
+            list: &[Arc<Lenient<K>>],
+            digest: fn(&K) -> u64,
+        ) {
+            out.extend(list.iter().map(|o| {
+                let value = o.object().map_or(0, |o| digest(o));
+                (kind, o.name().to_owned(), format!("{value:x}"))
+            }));
+        }
+        fn add<K>(out: &mut Fingerprint, kind: &'static str, list: &[Arc<Lenient<K>>]) {
+            out.extend(list.iter().map(|o| {
+                (
+                    kind,
+                    format!("{}/{}", o.namespace(), o.name()),
+                    o.resource_version().to_owned(),
+                )
+            }));
+        }
+        let mut out = Fingerprint::new();
+        digests(&mut out, "nodes", &self.nodes, node_render_digest);
+        digests(
+            &mut out,
+            "machineconfignodes",
+            &self.machine_config_nodes,
+            machine_config_node_render_digest,
+        );
+        add(&mut out, "machineconfigpools", &self.pools);
+        add(&mut out, "machineconfigs", &self.machine_configs);
+        add(&mut out, "controllerconfigs", &self.controller_configs);
+        add(&mut out, "configmaps", &self.config_maps);
+        add(&mut out, "machineosconfigs", &self.machine_os_configs);
+        add(&mut out, "machineosbuilds", &self.machine_os_builds);
         add(&mut out, "services", &self.services);
         add(&mut out, "routes", &self.routes);
         out
@@ -416,6 +474,59 @@ mod tests {
         let first = with(node("1", "True", "")).fingerprint();
         assert_eq!(first, with(node("2", "False", "")).fingerprint());
         assert_ne!(first, with(node("3", "False", "x")).fingerprint());
+    }
+
+    #[test]
+    fn publisher_writes_and_node_addresses_keep_the_render_fingerprint() {
+        let mcn = |rv: &str, image: Option<&str>, updated: &str| -> Arc<Lenient<MachineConfigNode>> {
+            let mut status = serde_json::json!({
+                "conditions": [{"type": "Updated", "status": updated, "reason": "r", "message": "",
+                                "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+            });
+            if let Some(image) = image {
+                status["configImage"] = serde_json::json!({"currentImage": image});
+            }
+            obj(serde_json::json!({
+                "metadata": {"name": "w1", "resourceVersion": rv},
+                "spec": {"node": {"name": "w1"}, "pool": {"name": "worker"}, "configVersion": {"desired": "x"}},
+                "status": status
+            }))
+        };
+        let node = |address: &str| -> Arc<Lenient<Node>> {
+            obj(serde_json::json!({
+                "metadata": {"name": "w1", "resourceVersion": "1", "labels": {"a": "b"}},
+                "status": {"addresses": [{"type": "InternalIP", "address": address}]}
+            }))
+        };
+        let with = |n, m| ClusterObjects {
+            nodes: vec![n],
+            machine_config_nodes: vec![m],
+            ..base()
+        };
+        let first = with(node("10.0.0.1"), mcn("1", None, "True"));
+        let daemon_wrote = with(node("10.0.0.2"), mcn("2", None, "False"));
+        assert_ne!(first.fingerprint(), daemon_wrote.fingerprint());
+        assert_eq!(first.render_fingerprint(), daemon_wrote.render_fingerprint());
+        let new_image = with(node("10.0.0.1"), mcn("3", Some("quay.io/x@sha256:1"), "True"));
+        assert_ne!(first.render_fingerprint(), new_image.render_fingerprint());
+    }
+
+    #[test]
+    fn node_addresses_and_phase_change_the_fingerprint() {
+        // The MachineConfigNode publisher reads them (bootstrap records, provisioning nodes).
+        let node = |address: &str, phase: &str| -> Arc<Lenient<Node>> {
+            obj(serde_json::json!({
+                "metadata": {"name": "w1", "resourceVersion": "1"},
+                "status": {"phase": phase, "addresses": [{"type": "InternalIP", "address": address}]}
+            }))
+        };
+        let with = |n| ClusterObjects {
+            nodes: vec![n],
+            ..base()
+        };
+        let first = with(node("10.0.0.1", "Running")).fingerprint();
+        assert_ne!(first, with(node("10.0.0.2", "Running")).fingerprint());
+        assert_ne!(first, with(node("10.0.0.1", "Pending")).fingerprint());
     }
 
     #[test]

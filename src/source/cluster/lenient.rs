@@ -5,7 +5,8 @@
 //! `Lenient<K>` decodes its metadata strictly (the API server guarantees it) and the object
 //! itself per object, keeping the error instead of failing: one broken MachineConfig fails only
 //! the pools that serve it. Decoding also drops `metadata.managedFields`, which nothing here
-//! reads and which can be most of an object's size.
+//! reads and which can be most of an object's size, and the wrapper's own metadata keeps only
+//! name, namespace, uid and resourceVersion when the object decoded (it has the rest).
 //!
 //! Owns decoding only; what a decode error means for serving is decided when snapshots are built.
 
@@ -78,6 +79,18 @@ impl<'de, K: DeserializeOwned> Deserialize<'de> for Lenient<K> {
         let object = serde_json::from_value::<K>(value)
             .map(Arc::new)
             .map_err(|error| error.to_string());
+        // A decoded object carries its own metadata; the wrapper keeps only what identifies
+        // it, instead of a second copy of every label and annotation (thousands of Nodes).
+        let metadata = match object {
+            Ok(_) => ObjectMeta {
+                name: metadata.name,
+                namespace: metadata.namespace,
+                uid: metadata.uid,
+                resource_version: metadata.resource_version,
+                ..ObjectMeta::default()
+            },
+            Err(_) => metadata,
+        };
         Ok(Lenient { metadata, object })
     }
 }
@@ -141,6 +154,28 @@ mod tests {
         .expect("list decodes");
         assert!(items[0].object().is_ok_and(|mc| mc.spec.fips));
         assert!(items[1].object().is_err());
+    }
+
+    #[test]
+    fn labels_are_kept_once() {
+        let parsed: Lenient<MachineConfig> = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "mc", "namespace": "", "uid": "u", "resourceVersion": "3",
+                         "labels": {"a": "b"}, "annotations": {"c": "d"}},
+            "spec": {}
+        }))
+        .expect("decodes");
+        assert_eq!(parsed.meta().labels, None);
+        assert_eq!(parsed.meta().uid.as_deref(), Some("u"));
+        assert_eq!(parsed.resource_version(), "3");
+        let object = parsed.object().expect("valid");
+        assert_eq!(object.metadata.labels.as_ref().map(|l| l.len()), Some(1));
+        // An object that does not decode keeps all its metadata (its only copy).
+        let broken: Lenient<MachineConfig> = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "mc", "labels": {"a": "b"}},
+            "spec": {"fips": "no"}
+        }))
+        .expect("metadata decodes");
+        assert!(broken.meta().labels.is_some());
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //! [`start`] connects (`--kubeconfig`, or the in-cluster config), starts one reflector per kind
 //! ([`watches`]), and a builder task that turns the caches plus the served kubeconfig
 //! ([`kubeconfig`], from `--bootstrap-token-dir` and `--apiserver-url`) into immutable
-//! [`Snapshot`]s ([`build`]). The builder wakes on every cache change (debounced, so a burst of
-//! events gives one snapshot) and polls the token directory for rotation; it publishes only
-//! when something changed, and never before every cache has synced and the served kubeconfig
+//! [`Snapshot`]s ([`build`]). The builder wakes on every cache change that matters (debounced,
+//! so a burst of events gives one snapshot; a Node's status heartbeat does not wake it, see
+//! [`watches`]) and polls the token directory for rotation; it publishes only when something
+//! changed, with a new generation only when something a render reads changed, and never before every cache has synced and the served kubeconfig
 //! could be built once (token and CA readable): until then `ready` stays false and the server
 //! answers 503. A later failure to re-read the token directory keeps the last good kubeconfig. During an API outage the caches keep their last contents,
 //! watches reconnect with backoff, and [`observe::ApiReachability`] logs and reports the outage
@@ -159,6 +160,7 @@ pub async fn start(
         inputs: None,
         kubeconfig: None,
         published: None,
+        rendered_from: None,
         generation: 0,
         dirty: true,
     };
@@ -223,6 +225,8 @@ struct Builder {
     kubeconfig: Option<Arc<[u8]>>,
     /// What the published snapshot was built from.
     published: Option<(Fingerprint, Arc<[u8]>)>,
+    /// What renders of the current generation read ([`ClusterObjects::render_fingerprint`]).
+    rendered_from: Option<(Fingerprint, Arc<[u8]>)>,
     generation: u64,
     /// A cache changed since the last published snapshot.
     dirty: bool,
@@ -293,7 +297,17 @@ impl Builder {
         }
 
         self.log_problems(&objects);
-        self.generation += 1;
+        // A change no render reads (an MCN the publisher or a daemon wrote, a Node's
+        // addresses) is published for the publisher, under the same generation: the payloads
+        // rendered so far stay valid and stay cached.
+        let render_fingerprint = objects.render_fingerprint();
+        let renders_change = self.rendered_from.as_ref().is_none_or(|(rendered, from)| {
+            *rendered != render_fingerprint || !Arc::ptr_eq(from, &kubeconfig)
+        });
+        if renders_change {
+            self.generation += 1;
+            self.rendered_from = Some((render_fingerprint, kubeconfig.clone()));
+        }
         let snapshot = build_snapshot(&objects, kubeconfig.clone(), self.generation);
         self.snapshots.send_replace(Arc::new(snapshot));
         self.observer.snapshot_published(self.generation);

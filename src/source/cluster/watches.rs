@@ -9,7 +9,8 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
@@ -19,7 +20,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
-use super::build::{ClusterObjects, CONTROLLER_CONFIG_NAME};
+use super::build::{node_digest, ClusterObjects, CONTROLLER_CONFIG_NAME};
 use super::lenient::Lenient;
 use super::observe::ClusterObserver;
 use crate::api::imagebuild::{MachineOSBuild, MachineOSConfig, Route};
@@ -200,14 +201,15 @@ pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle
         ctx,
         &mut tasks,
     );
-    let nodes = spawn(
+    let nodes = spawn_with_digest(
         Api::all(client.clone()),
         all.clone(),
         Watched {
             kind: "Node",
             optional: false,
         },
-        drop_node_images,
+        strip_node,
+        Some(node_digest),
         ctx,
         &mut tasks,
     );
@@ -261,12 +263,30 @@ pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle
 
 fn keep<K>(_: &mut K) {}
 
-/// `status.images` lists every image on the node (often tens of kilobytes) and nothing here
-/// reads it; dropping it keeps the Node cache small on large clusters.
-fn drop_node_images(node: &mut Node) {
-    if let Some(status) = node.status.as_mut() {
-        status.images = None;
-    }
+/// Keeps only what the server reads of a Node (see [`node_digest`]): a Node is about 15 KB
+/// (images, conditions, capacity, nodeInfo) and there may be thousands; what renders and the
+/// MachineConfigNode publisher read is a tenth of that.
+fn strip_node(node: &mut Node) {
+    let metadata = std::mem::take(&mut node.metadata);
+    let status = node.status.take();
+    *node = Node {
+        metadata: ObjectMeta {
+            name: metadata.name,
+            uid: metadata.uid,
+            resource_version: metadata.resource_version,
+            creation_timestamp: metadata.creation_timestamp,
+            deletion_timestamp: metadata.deletion_timestamp,
+            labels: metadata.labels,
+            annotations: metadata.annotations,
+            ..ObjectMeta::default()
+        },
+        spec: None,
+        status: status.map(|status| NodeStatus {
+            addresses: status.addresses,
+            phase: status.phase,
+            ..NodeStatus::default()
+        }),
+    };
 }
 
 fn spawn<K>(
@@ -280,20 +300,58 @@ fn spawn<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    spawn_with_digest(api, config, watched, trim, None, ctx, tasks)
+}
+
+/// [`spawn`], with `digest` summarising what the server reads of an object: an update that
+/// leaves it unchanged (a kubelet's status heartbeat) still refreshes the cache but does not
+/// wake the snapshot builder.
+fn spawn_with_digest<K>(
+    api: Api<Lenient<K>>,
+    config: watcher::Config,
+    watched: Watched,
+    trim: fn(&mut K),
+    digest: Option<fn(&K) -> u64>,
+    ctx: &WatchContext,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Store<Lenient<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
     ctx.sync.register(watched.kind);
     let (reader, writer) = reflector::store();
     let stream = watcher::watcher(api, config)
         .default_backoff()
         .modify(move |object: &mut Lenient<K>| object.modify_object(trim))
         .reflect(writer);
-    tasks.push(tokio::spawn(run_watch(stream, watched, ctx.clone())));
+    tasks.push(tokio::spawn(run_watch(stream, watched, digest, ctx.clone())));
     reader
 }
 
-async fn run_watch<K, S>(stream: S, watched: Watched, ctx: WatchContext)
-where
+/// The last digest seen per object; `None` digests (no digest function, or an object that
+/// did not decode) always count as a change.
+#[derive(Default)]
+struct Digests(std::collections::HashMap<String, u64>);
+
+impl Digests {
+    /// Records the object's digest; true when it differs from the last one (or is unknown).
+    fn changed<K>(&mut self, digest: Option<fn(&K) -> u64>, object: &Lenient<K>) -> bool {
+        let Some(value) = digest.and_then(|d| object.object().ok().map(|o| d(o))) else {
+            return true;
+        };
+        self.0.insert(object.name().to_owned(), value) != Some(value)
+    }
+}
+
+async fn run_watch<K, S>(
+    stream: S,
+    watched: Watched,
+    digest: Option<fn(&K) -> u64>,
+    ctx: WatchContext,
+) where
     S: futures::Stream<Item = Result<Event<Lenient<K>>, watcher::Error>> + Send,
 {
+    let mut digests = Digests::default();
     let WatchContext {
         changed,
         sync,
@@ -312,12 +370,15 @@ where
         let Some(item) = item else { break };
         match item {
             Ok(Event::Init) => {
+                digests.0.clear();
                 if listed_before {
                     debug!(kind, "watch restarted with a full list");
                     observer.watch_restarted(kind);
                 }
             }
-            Ok(Event::InitApply(_)) => {}
+            Ok(Event::InitApply(object)) => {
+                digests.changed(digest, &object);
+            }
             Ok(Event::InitDone) => {
                 listed_before = true;
                 if sync.mark_synced(kind) {
@@ -327,7 +388,15 @@ where
                 observer.cache_synced(kind);
                 changed.notify_one();
             }
-            Ok(Event::Apply(_) | Event::Delete(_)) => {
+            Ok(Event::Apply(object)) => {
+                recovered(kind, &mut logged_failure);
+                observer.cache_updated(kind);
+                if digests.changed(digest, &object) {
+                    changed.notify_one();
+                }
+            }
+            Ok(Event::Delete(object)) => {
+                digests.0.remove(object.name());
                 recovered(kind, &mut logged_failure);
                 observer.cache_updated(kind);
                 changed.notify_one();
@@ -418,6 +487,72 @@ mod tests {
         let refused =
             watcher::Error::WatchStartFailed(kube::Error::Service("connection refused".into()));
         assert_eq!(failure_reason(&refused), "unreachable");
+    }
+
+    fn full_node(heartbeat: &str) -> Lenient<Node> {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "w1", "uid": "u1", "resourceVersion": heartbeat,
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+                "labels": {"node-role.kubernetes.io/worker": ""},
+                "annotations": {"machineconfiguration.openshift.io/state": "Done"},
+                "managedFields": [{"manager": "kubelet", "operation": "Update"}],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "x"}]
+            },
+            "spec": {"providerID": "aws:///i-1", "podCIDR": "10.128.0.0/24"},
+            "status": {
+                "phase": "Running",
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": format!("2026-01-01T00:00:{heartbeat}Z")}],
+                "capacity": {"cpu": "8"},
+                "nodeInfo": {"architecture": "amd64", "bootID": "b", "containerRuntimeVersion": "c",
+                             "kernelVersion": "k", "kubeProxyVersion": "p", "kubeletVersion": "v",
+                             "machineID": "m", "operatingSystem": "linux", "osImage": "o", "systemUUID": "s"},
+                "images": [{"names": ["quay.io/x@sha256:00"], "sizeBytes": 1}]
+            }
+        }))
+        .expect("decodes")
+    }
+
+    #[test]
+    fn nodes_keep_only_what_the_server_reads() {
+        let mut node = full_node("10");
+        node.modify_object(strip_node);
+        let node = node.object().expect("decoded");
+        let value = serde_json::to_value(node.as_ref()).expect("serializes");
+        assert_eq!(
+            value,
+            serde_json::json!({
+                "metadata": {
+                    "name": "w1", "uid": "u1", "resourceVersion": "10",
+                    "creationTimestamp": "2026-01-01T00:00:00Z",
+                    "labels": {"node-role.kubernetes.io/worker": ""},
+                    "annotations": {"machineconfiguration.openshift.io/state": "Done"}
+                },
+                "status": {
+                    "phase": "Running",
+                    "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn heartbeats_do_not_count_as_changes() {
+        let digest: Option<fn(&Node) -> u64> = Some(node_digest);
+        let mut digests = Digests::default();
+        assert!(digests.changed(digest, &full_node("10")));
+        assert!(!digests.changed(digest, &full_node("20")));
+        let mut relabelled = full_node("30");
+        relabelled.modify_object(|n| {
+            n.metadata
+                .labels
+                .get_or_insert_default()
+                .insert("node-role.kubernetes.io/infra".into(), String::new());
+        });
+        assert!(digests.changed(digest, &relabelled));
+        // Without a digest function every update is a change.
+        assert!(Digests::default().changed(None, &full_node("10")));
     }
 
     #[test]

@@ -1,0 +1,1264 @@
+//! Cluster mode at scale (`benches/scale.sh`, issue 15): fills an API server with a large,
+//! realistically sized cluster (5000 Nodes with the MCO annotations, status addresses,
+//! conditions, capacity, nodeInfo and ~50 images each; their MachineConfigNodes; 20 pools with 3
+//! rendered MachineConfigs of the realistic fixture each; MachineOSConfigs/Builds for 3 layered
+//! pools), runs the real `machine-config-server start` against it and measures, in one run:
+//!
+//! - time to ready after the API lists complete, and the API requests at start-up by verb and
+//!   resource (per-object GETs counted separately);
+//! - peak (`VmHWM`) and resting (`VmRSS`) memory of the server process;
+//! - first-request latency per pool;
+//! - the MachineConfigNode publisher's backlog (Nodes without an MCN): write rate in the worst
+//!   1-second window, time to drain, and how soon a Node that joins meanwhile gets its MCN;
+//! - server CPU while every Node updates its status every `MCS_SCALE_HEARTBEAT_SECONDS`;
+//! - time from a pool's `updatedMachineCount` change to the new config being served;
+//! - a scale-up storm: `MCS_SCALE_STORM` concurrent fetches on fresh TLS connections.
+//!
+//! Backend: the tests' fake API server (`tests/support/fake_apiserver`, in this process, real
+//! list/watch over HTTP on loopback). [`Backend::from_env`] is the one constructor to extend for
+//! a real kube-apiserver (`KUBEBUILDER_ASSETS`); see benches/README.md for the state of that.
+//!
+//! Usage: `scale [--quick]`; knobs are environment variables (benches/README.md). It prints
+//! the figures table on stdout.
+
+#[path = "../tests/cluster_support/mod.rs"]
+mod cluster_support;
+#[path = "../tests/support/mcs.rs"]
+mod mcs;
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::fake_apiserver::{FakeApiServer, Options, RequestRecord, Scope};
+
+const APISERVER_URL: &str = cluster_support::APISERVER_URL;
+const ACCEPT: &str = "application/vnd.coreos.ignition+json;version=3.4.0, */*;q=0.1";
+const LAYERED_POOLS: usize = 3;
+const RENDERED_PER_POOL: usize = 3;
+const IMAGES_PER_NODE: usize = 50;
+
+/// Everything the run can be told (environment variables, see benches/README.md).
+struct Knobs {
+    nodes: usize,
+    pools: usize,
+    missing_mcns: usize,
+    heartbeat: Duration,
+    churn: Duration,
+    storm: usize,
+    count_changes: usize,
+    max_writes_per_second: Option<String>,
+}
+
+impl Knobs {
+    fn from_env(quick: bool) -> Knobs {
+        let num = |key: &str, default: usize| {
+            std::env::var(key)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(default)
+        };
+        let (nodes, missing, churn, storm) = if quick {
+            (300, 60, 10, 50)
+        } else {
+            (5000, 1000, 40, 500)
+        };
+        Knobs {
+            nodes: num("MCS_SCALE_NODES", nodes),
+            pools: num("MCS_SCALE_POOLS", 20).max(LAYERED_POOLS + 2),
+            missing_mcns: num("MCS_SCALE_MISSING_MCNS", missing),
+            heartbeat: Duration::from_secs(num("MCS_SCALE_HEARTBEAT_SECONDS", 10) as u64),
+            churn: Duration::from_secs(num("MCS_SCALE_CHURN_SECONDS", churn) as u64),
+            storm: num("MCS_SCALE_STORM", storm),
+            count_changes: num("MCS_SCALE_COUNT_CHANGES", 3),
+            max_writes_per_second: std::env::var("MCS_SCALE_MCN_WRITES_PER_SECOND").ok(),
+        }
+    }
+}
+
+/// The API server the cluster lives in. One constructor picks it; everything else goes through
+/// these methods, so another backend (a real kube-apiserver) is one more variant.
+enum Backend {
+    Fake(FakeApiServer),
+}
+
+impl Backend {
+    fn from_env() -> Result<Backend, String> {
+        if let Some(assets) = std::env::var_os("KUBEBUILDER_ASSETS").filter(|a| !a.is_empty()) {
+            return Err(format!(
+                "KUBEBUILDER_ASSETS={} is set, but this harness has no real kube-apiserver \
+                 backend yet (benches/README.md, \"Real API server\"); unset it to run against \
+                 the fake API server",
+                Path::new(&assets).display()
+            ));
+        }
+        let options = Options {
+            // The initial load alone is ~20,000 changes; clients list, so history is not needed
+            // for them, but a watch restarting during the load must not see 410s.
+            history_limit: 50_000,
+            ..Options::default()
+        };
+        FakeApiServer::try_start(options).map(Backend::Fake)
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Backend::Fake(_) => "fake API server (tests/support/fake_apiserver)",
+        }
+    }
+
+    fn api(&self) -> &FakeApiServer {
+        match self {
+            Backend::Fake(api) => api,
+        }
+    }
+
+    fn kubeconfig(&self) -> &Path {
+        self.api().kubeconfig_file()
+    }
+
+    /// Creates or replaces `object` with its status (fixture loading).
+    fn put(&self, object: &Value) -> Result<(), String> {
+        self.api()
+            .apply_object(object)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// A write as `manager` (server-side apply, forced) to the main resource or `/status`.
+    fn apply_as(&self, manager: &str, object: &Value, status: bool) -> Result<(), String> {
+        let scope = if status { Scope::Status } else { Scope::Main };
+        self.api()
+            .apply_as(manager, object, scope, true)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    fn merge_patch(&self, kind: &str, name: &str, patch: &Value) -> Result<(), String> {
+        self.api()
+            .merge_patch(kind, None, name, patch)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    fn get(&self, kind: &str, name: &str) -> Option<Value> {
+        self.api().get(kind, None, name)
+    }
+
+    fn count(&self, kind: &str) -> usize {
+        self.api().list(kind).len()
+    }
+
+    /// The request log (what the server under test asked), if the backend keeps one.
+    fn requests(&self) -> Vec<RequestRecord> {
+        self.api().requests()
+    }
+
+    fn clear_requests(&self) {
+        self.api().clear_requests()
+    }
+}
+
+fn main() -> ExitCode {
+    let quick = std::env::args().any(|a| a == "--quick");
+    match run(Knobs::from_env(quick)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("scale: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One row of the result table.
+struct Row {
+    figure: String,
+    ours: String,
+    target: String,
+    verdict: &'static str,
+    note: String,
+}
+
+#[derive(Default)]
+struct Table {
+    rows: Vec<Row>,
+}
+
+impl Table {
+    fn add(&mut self, figure: &str, ours: String, target: &str, pass: Option<bool>, note: String) {
+        let verdict = match pass {
+            Some(true) => "pass",
+            Some(false) => "MISS",
+            None => "-",
+        };
+        eprintln!("   {figure}: {ours} ({target}) {verdict} {note}");
+        self.rows.push(Row {
+            figure: figure.into(),
+            ours,
+            target: target.into(),
+            verdict,
+            note,
+        });
+    }
+
+    fn markdown(&self) -> String {
+        let mut out = String::from("| figure | ours | target | pass/miss | note |\n|---|---|---|---|---|\n");
+        for r in &self.rows {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} |\n",
+                r.figure, r.ours, r.target, r.verdict, r.note
+            ));
+        }
+        out
+    }
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn run(knobs: Knobs) -> Result<(), String> {
+    let load_before = loadavg();
+    let started = Instant::now();
+    let backend = Backend::from_env()?;
+    eprintln!("== loading the cluster into the {}", backend.name());
+    let cluster = Cluster::new(&knobs)?;
+    let load_started = Instant::now();
+    cluster.load(&backend)?;
+    let load_time = load_started.elapsed();
+    eprintln!(
+        "   loaded {} Nodes, {} MachineConfigNodes, {} pools, {} MachineConfigs in {:.1} s",
+        backend.count("Node"),
+        backend.count("MachineConfigNode"),
+        backend.count("MachineConfigPool"),
+        backend.count("MachineConfig"),
+        load_time.as_secs_f64()
+    );
+
+    std::thread::scope(|scope| measure_all(scope, &backend, &cluster, &knobs, &load_before, started, load_time))
+}
+
+fn measure_all<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    backend: &'env Backend,
+    cluster: &Cluster,
+    knobs: &Knobs,
+    load_before: &str,
+    started: Instant,
+    load_time: Duration,
+) -> Result<(), String> {
+    let tokens = cluster_support::token_dir();
+    backend.clear_requests();
+    let log = RequestLog::start(scope, backend);
+    let server = ServerProcess::spawn(backend, tokens.path(), knobs)?;
+    let spawned = Instant::now();
+    eprintln!("== started machine-config-server start (pid {})", server.pid());
+
+    let mut table = Table::default();
+    let first_pool = cluster.pools[0].name.clone();
+    let ready_at = poll_until(Duration::from_secs(300), || {
+        server.check_alive().ok()?;
+        let r = server.fetch(&format!("/config/{first_pool}")).ok()?;
+        (r.status == 200).then(Instant::now)
+    })
+    .ok_or("the server did not become ready within 300 s")?;
+    server.check_alive()?;
+    let startup_requests = log.snapshot();
+    let lists_done = startup_requests
+        .iter()
+        .filter(|(_, r)| r.verb == "list")
+        .map(|(at, _)| *at)
+        .max()
+        .ok_or("no list requests recorded")?;
+    let after_lists = ready_at.saturating_duration_since(lists_done);
+    table.add(
+        "time to ready after the API lists complete",
+        format!("{:.2} s", after_lists.as_secs_f64()),
+        "< 10 s",
+        Some(after_lists < Duration::from_secs(10)),
+        format!(
+            "process start to ready {:.2} s; ready = first 200 from /config",
+            ready_at.duration_since(spawned).as_secs_f64()
+        ),
+    );
+
+    // First request per pool (fresh TLS connection each), right after ready.
+    let mut first = Vec::new();
+    for pool in &cluster.pools {
+        let at = Instant::now();
+        let r = server.fetch(&format!("/config/{}", pool.name)).map_err(|e| e.to_string())?;
+        if r.status != 200 {
+            return Err(format!("/config/{} answered {}", pool.name, r.status));
+        }
+        first.push(at.elapsed());
+    }
+    let (median, max) = median_max(&mut first);
+    table.add(
+        "first-request latency per pool",
+        format!("median {} ms, max {} ms", ms(median), ms(max)),
+        "info",
+        None,
+        format!("{} pools, fresh TLS connection each", first.len()),
+    );
+
+    // Start-up API requests by verb and resource: everything up to ready plus 2 s (the
+    // publisher's lease and first writes come after ready and are reported below).
+    std::thread::sleep(Duration::from_secs(2));
+    let startup: Vec<RequestRecord> = log
+        .snapshot()
+        .into_iter()
+        .filter(|(at, _)| *at <= ready_at + Duration::from_secs(2))
+        .map(|(_, r)| r)
+        .collect();
+    let per_object_gets = startup
+        .iter()
+        .filter(|r| r.verb == "get" && !r.resource.is_empty() && r.resource != "leases")
+        .count();
+    table.add(
+        "API requests at start-up",
+        verbs_by_resource(&startup),
+        "no per-object GETs",
+        Some(per_object_gets == 0),
+        format!("{per_object_gets} per-object GETs of watched kinds; until ready + 2 s"),
+    );
+
+    // MCN publisher: the backlog of Nodes without an MCN, and a Node joining meanwhile.
+    let backlog = measure_backlog(backend, cluster, &log, &server, knobs)?;
+    backlog.report(&mut table, knobs);
+
+    let rss_rest_before_churn = server.rss_kb("VmRSS");
+    // Node status churn: every Node's heartbeat once per heartbeat period, spread evenly.
+    let churn = measure_churn(scope, backend, cluster, &server, knobs)?;
+    table.add(
+        "server CPU during Node status churn",
+        format!("{:.1}% of one core", churn.cpu_percent),
+        "< 5%",
+        Some(churn.cpu_percent < 5.0),
+        format!(
+            "{} Nodes, status every {} s ({:.0} updates/s achieved), measured over the last {:.0} s",
+            cluster.nodes.len(),
+            knobs.heartbeat.as_secs(),
+            churn.updates_per_second,
+            churn.measured.as_secs_f64()
+        ),
+    );
+
+    // A pool's updatedMachineCount going 0 -> 1: the served config switches from
+    // status.configuration to spec.configuration.
+    let mut switches = Vec::new();
+    for pool in cluster.pools.iter().filter(|p| !p.layered).take(knobs.count_changes) {
+        switches.push(measure_count_change(backend, &server, pool)?);
+    }
+    let (median, max) = median_max(&mut switches);
+    table.add(
+        "updatedMachineCount change to new config served",
+        format!("median {} ms, max {} ms", ms(median), ms(max)),
+        "info",
+        None,
+        format!("{} pools; polled every 10 ms over fresh TLS connections", switches.len()),
+    );
+
+    std::thread::sleep(Duration::from_secs(3));
+    let rss_rest = server.rss_kb("VmRSS");
+    let storm = measure_storm(&server, cluster, knobs.storm);
+    table.add(
+        "scale-up storm",
+        format!(
+            "{} of {} served, p99 {} ms, max {} ms, {} errors",
+            storm.served,
+            knobs.storm,
+            ms(storm.p99),
+            ms(storm.max),
+            storm.errors
+        ),
+        "0 errors, p99 < 2 s",
+        Some(storm.errors == 0 && storm.p99 < Duration::from_secs(2)),
+        format!(
+            "{} concurrent fetches of {} pools' realistic config (~{} KiB) on fresh TLS connections, in {:.2} s",
+            knobs.storm,
+            cluster.pools.len(),
+            storm.body_bytes / 1024,
+            storm.elapsed.as_secs_f64()
+        ),
+    );
+
+    let peak = server.rss_kb("VmHWM");
+    let rest = rss_rest_before_churn.max(rss_rest);
+    table.add(
+        "resting RSS",
+        format!("{} MB", rest / 1024),
+        "< 150 MB",
+        Some(rest < 150 * 1024),
+        format!(
+            "VmRSS, the larger of: after the MCN backlog ({} MB), before the storm ({} MB)",
+            rss_rest_before_churn / 1024,
+            rss_rest / 1024
+        ),
+    );
+    table.add(
+        "peak RSS",
+        format!("{} MB", peak / 1024),
+        "< 200 MB",
+        Some(peak < 200 * 1024),
+        "VmHWM over the whole run, storm included".into(),
+    );
+    server.check_alive()?;
+    drop(server);
+
+    println!(
+        "machine-config-server at scale, {}, {} cores, {}; {} Nodes ({} without an MCN at start), {} pools x {} rendered MachineConfigs, {} layered pools",
+        utc_now(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        backend.name(),
+        cluster.nodes.len(),
+        knobs.missing_mcns,
+        cluster.pools.len(),
+        RENDERED_PER_POOL,
+        LAYERED_POOLS,
+    );
+    println!(
+        "load average before: {load_before}, after: {} (other work on the machine skews every number); cluster load {:.1} s, whole run {:.0} s",
+        loadavg(),
+        load_time.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    print!("{}", table.markdown());
+    Ok(())
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1000.0)
+}
+
+fn median_max(samples: &mut [Duration]) -> (Duration, Duration) {
+    samples.sort();
+    match samples {
+        [] => (Duration::ZERO, Duration::ZERO),
+        _ => (samples[(samples.len() - 1) / 2], samples[samples.len() - 1]),
+    }
+}
+
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60
+    )
+}
+
+fn poll_until<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `verb resource: count, ...` in a stable order.
+fn verbs_by_resource(requests: &[RequestRecord]) -> String {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for r in requests {
+        let resource = match (&r.resource[..], &r.subresource) {
+            ("", _) => "discovery".to_string(),
+            (res, Some(sub)) => format!("{res}/{sub}"),
+            (res, None) => res.to_string(),
+        };
+        *counts.entry(format!("{} {resource}", r.verb)).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The backend's request log with the time each record was first seen (polled every 10 ms by
+/// a scoped thread, so that it may borrow the backend).
+struct RequestLog {
+    seen: Arc<Mutex<Vec<(Instant, RequestRecord)>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl RequestLog {
+    fn start<'scope, 'env>(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        backend: &'env Backend,
+    ) -> RequestLog {
+        let seen: Arc<Mutex<Vec<(Instant, RequestRecord)>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (seen2, stop2) = (seen.clone(), stop.clone());
+        scope.spawn(move || {
+            let mut known = 0;
+            while !stop2.load(Ordering::Relaxed) {
+                let all = backend.requests();
+                let now = Instant::now();
+                if all.len() < known {
+                    known = 0;
+                    seen2.lock().unwrap().clear();
+                }
+                seen2
+                    .lock()
+                    .unwrap()
+                    .extend(all[known..].iter().cloned().map(|r| (now, r)));
+                known = all.len();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        RequestLog { seen, stop }
+    }
+
+    fn snapshot(&self) -> Vec<(Instant, RequestRecord)> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for RequestLog {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// One pool of the generated cluster.
+struct Pool {
+    name: String,
+    /// `rendered-<pool>-<n>` for n in 0..RENDERED_PER_POOL.
+    rendered: Vec<String>,
+    /// Its nodes carry `node-role.kubernetes.io/worker` too (a custom pool).
+    custom: bool,
+    layered: bool,
+}
+
+impl Pool {
+    fn role_label(&self) -> String {
+        format!("node-role.kubernetes.io/{}", self.name)
+    }
+
+    fn image(&self) -> String {
+        format!("quay.example.com/layered/{}@sha256:{:064x}", self.name, 0xfeed_u64)
+    }
+}
+
+struct NodeSpec {
+    name: String,
+    pool: usize,
+    ip: String,
+    has_mcn: bool,
+}
+
+/// The generated cluster: what to load and what to measure against.
+struct Cluster {
+    pools: Vec<Pool>,
+    nodes: Vec<NodeSpec>,
+    /// The realistic rendered worker config of the project's fixtures, as JSON.
+    base_config: Value,
+    controller_config: Value,
+}
+
+impl Cluster {
+    fn new(knobs: &Knobs) -> Result<Cluster, String> {
+        let fixtures = cluster_support::fixture_dir();
+        let read = |path: PathBuf| -> Result<Value, String> {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+        };
+        let worker = std::fs::read_dir(fixtures.join("machine-configs"))
+            .map_err(|e| e.to_string())?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("rendered-worker-"))
+            })
+            .ok_or("no rendered-worker fixture")?;
+        let base_config = read(worker)?;
+        let controller_config = read(fixtures.join("controller-config/machine-config-controller.yaml"))?;
+
+        let pools: Vec<Pool> = (0..knobs.pools)
+            .map(|i| {
+                let name = match i {
+                    0 => "master".to_string(),
+                    1 => "worker".to_string(),
+                    i => format!("infra-{:02}", i - 1),
+                };
+                Pool {
+                    rendered: (0..RENDERED_PER_POOL)
+                        .map(|n| format!("rendered-{name}-{:032x}", (i * 16 + n) as u128 * 0x9e37_79b9))
+                        .collect(),
+                    custom: i >= 2,
+                    layered: i >= knobs.pools - LAYERED_POOLS,
+                    name,
+                }
+            })
+            .collect();
+        // Three masters; the rest spread over the other pools.
+        let nodes = (0..knobs.nodes)
+            .map(|i| {
+                let pool = if i < 3 { 0 } else { 1 + (i - 3) % (pools.len() - 1) };
+                NodeSpec {
+                    name: format!("node-{i:05}"),
+                    pool,
+                    ip: format!("10.{}.{}.{}", 128 + i / 65_536, (i / 256) % 256, i % 256),
+                    has_mcn: i < knobs.nodes.saturating_sub(knobs.missing_mcns),
+                }
+            })
+            .collect();
+        Ok(Cluster {
+            pools,
+            nodes,
+            base_config,
+            controller_config,
+        })
+    }
+
+    fn load(&self, backend: &Backend) -> Result<(), String> {
+        // The installer's bootstrap copy leaves fields the CRD requires null (as
+        // cluster_support::load_realistic_cluster fills them).
+        let mut cc = self.controller_config.clone();
+        for (field, value) in [
+            ("additionalTrustBundle", json!("")),
+            ("cloudProviderCAData", json!("")),
+            (
+                "dns",
+                json!({"apiVersion": "config.openshift.io/v1", "kind": "DNS", "spec": {"baseDomain": "example.com"}}),
+            ),
+            ("network", json!({"mtuMigration": {}})),
+            ("proxy", json!({})),
+        ] {
+            let slot = cc["spec"].as_object_mut().ok_or("ControllerConfig spec")?.entry(field).or_insert(Value::Null);
+            if slot.is_null() {
+                *slot = value;
+            }
+        }
+        backend.put(&cc)?;
+        backend.put(&json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "image-registry", "namespace": "openshift-image-registry"},
+            "spec": {"ports": [{"name": "5000-tcp", "port": 5000, "protocol": "TCP"}]}
+        }))?;
+        backend.put(&json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kubeconfig-data", "namespace": cluster_support::MCO_NAMESPACE},
+            "data": {"unrelated": "value"}
+        }))?;
+        for pool in &self.pools {
+            for (n, rendered) in pool.rendered.iter().enumerate() {
+                backend.put(&self.machine_config(pool, rendered, n))?;
+            }
+            backend.put(&pool_object(pool))?;
+            if pool.layered {
+                for object in layered_objects(pool) {
+                    backend.put(&object)?;
+                }
+            }
+        }
+        for (i, node) in self.nodes.iter().enumerate() {
+            let pool = &self.pools[node.pool];
+            backend.put(&node_object(node, pool, i))?;
+            if node.has_mcn {
+                let (spec, status) = daemon_mcn(node, pool);
+                backend.apply_as("machine-config-daemon", &spec, false)?;
+                backend.apply_as("machine-config-daemon", &status, true)?;
+            }
+            if i % 1000 == 999 {
+                eprintln!("   {} Nodes", i + 1);
+            }
+        }
+        Ok(())
+    }
+
+    /// The realistic rendered config renamed for `pool`, with one file that says which pool and
+    /// version it is (so every pool and version serves different bytes).
+    fn machine_config(&self, pool: &Pool, rendered: &str, version: usize) -> Value {
+        let mut mc = self.base_config.clone();
+        mc["metadata"] = json!({
+            "name": rendered,
+            "annotations": mc["metadata"]["annotations"].clone(),
+            "labels": {"machineconfiguration.openshift.io/role": pool.name},
+        });
+        let marker = format!("data:,{}%20v{version}%0A", pool.name);
+        if let Some(files) = mc["spec"]["config"]["storage"]["files"].as_array_mut() {
+            files.push(json!({"path": "/etc/mcs-scale/pool", "mode": 420, "overwrite": true, "contents": {"source": marker}}));
+        } else {
+            mc["spec"]["config"]["storage"]["files"] =
+                json!([{"path": "/etc/mcs-scale/pool", "mode": 420, "overwrite": true, "contents": {"source": marker}}]);
+        }
+        mc
+    }
+}
+
+/// The marker file's contents in served config bytes: which version a pool serves.
+fn served_version(body: &[u8], pool: &str) -> Option<usize> {
+    let needle = format!("data:,{pool}%20v");
+    let text = std::str::from_utf8(body).ok()?;
+    let at = text.find(&needle)? + needle.len();
+    text[at..].split('%').next()?.parse().ok()
+}
+
+/// Spec points at rendered[1], status at rendered[0] with `updatedMachineCount: 0`, so the
+/// server serves rendered[0] until the count turns positive.
+fn pool_object(pool: &Pool) -> Value {
+    let source = json!([
+        {"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig", "name": format!("00-{}", pool.name)},
+        {"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig", "name": format!("01-{}-kubelet", pool.name)}
+    ]);
+    json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfigPool",
+        "metadata": {"name": pool.name, "labels": {format!("pools.operator.machineconfiguration.openshift.io/{}", pool.name): ""}},
+        "spec": {
+            "configuration": {"name": pool.rendered[1], "source": source},
+            "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": pool.name}},
+            "nodeSelector": {"matchLabels": {pool.role_label(): ""}},
+            "paused": false
+        },
+        "status": {
+            "configuration": {"name": pool.rendered[0], "source": source},
+            "machineCount": 250, "updatedMachineCount": 0, "readyMachineCount": 250,
+            "unavailableMachineCount": 0, "degradedMachineCount": 0
+        }
+    })
+}
+
+fn layered_objects(pool: &Pool) -> Vec<Value> {
+    let name = &pool.name;
+    let mosc = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSConfig",
+        "metadata": {"name": name},
+        "spec": {
+            "machineConfigPool": {"name": name},
+            "imageBuilder": {"imageBuilderType": "Job"},
+            "baseImagePullSecret": {"name": "pull-secret"},
+            "renderedImagePushSecret": {"name": "push-secret"},
+            "renderedImagePushSpec": format!("quay.example.com/layered/{name}:latest"),
+            "containerFile": [{"containerfileArch": "NoArch", "content": "FROM configs AS final\nRUN rpm-ostree install httpd && ostree container commit\n"}]
+        },
+        "status": {
+            "observedGeneration": 1,
+            "currentImagePullSpec": pool.image(),
+            "machineOSBuild": {"group": "machineconfiguration.openshift.io", "resource": "machineosbuilds", "name": format!("{name}-build-1")},
+            "conditions": [{"type": "Degraded", "status": "False", "reason": "AsExpected", "message": "", "lastTransitionTime": "2025-05-01T10:00:00Z"}]
+        }
+    });
+    let condition = |t: &str, s: &str| json!({"type": t, "status": s, "reason": t, "message": "", "lastTransitionTime": "2025-05-01T10:20:00Z"});
+    let mosb = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSBuild",
+        "metadata": {"name": format!("{name}-build-1")},
+        "spec": {
+            "machineConfig": {"name": pool.rendered[0]},
+            "machineOSConfig": {"name": name},
+            "renderedImagePushSpec": format!("quay.example.com/layered/{name}:latest")
+        },
+        "status": {
+            "buildStart": "2025-05-01T10:01:00Z", "buildEnd": "2025-05-01T10:20:00Z",
+            "builder": {"imageBuilderType": "Job", "job": {"group": "batch", "resource": "jobs", "namespace": cluster_support::MCO_NAMESPACE, "name": format!("build-{name}-build-1")}},
+            "conditions": [condition("Prepared", "False"), condition("Building", "False"), condition("Succeeded", "True"), condition("Failed", "False"), condition("Interrupted", "False")],
+            "digestedImagePushSpec": pool.image()
+        }
+    });
+    vec![mosc, mosb]
+}
+
+/// A Node as a kubelet and the machine-config daemon leave it, about 15 KB of JSON.
+fn node_object(node: &NodeSpec, pool: &Pool, index: usize) -> Value {
+    let zone = ["a", "b", "c"][index % 3];
+    let mut labels = json!({
+        "beta.kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/instance-type": "m6i.2xlarge",
+        "beta.kubernetes.io/os": "linux",
+        "failure-domain.beta.kubernetes.io/region": "us-east-1",
+        "failure-domain.beta.kubernetes.io/zone": format!("us-east-1{zone}"),
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/hostname": node.name,
+        "kubernetes.io/os": "linux",
+        "node.kubernetes.io/instance-type": "m6i.2xlarge",
+        "node.openshift.io/os_id": "rhcos",
+        "topology.ebs.csi.aws.com/zone": format!("us-east-1{zone}"),
+        "topology.kubernetes.io/region": "us-east-1",
+        "topology.kubernetes.io/zone": format!("us-east-1{zone}"),
+    });
+    labels[pool.role_label()] = json!("");
+    if pool.custom {
+        labels["node-role.kubernetes.io/worker"] = json!("");
+    }
+    let rendered = &pool.rendered[0];
+    let mut annotations = json!({
+        "machineconfiguration.openshift.io/controlPlaneTopology": "HighlyAvailable",
+        "machineconfiguration.openshift.io/currentConfig": rendered,
+        "machineconfiguration.openshift.io/desiredConfig": rendered,
+        "machineconfiguration.openshift.io/desiredDrain": format!("uncordon-{rendered}"),
+        "machineconfiguration.openshift.io/lastAppliedDrain": format!("uncordon-{rendered}"),
+        "machineconfiguration.openshift.io/lastObservedServerCAAnnotation": "false",
+        "machineconfiguration.openshift.io/lastSyncedControllerConfigResourceVersion": "123456",
+        "machineconfiguration.openshift.io/reason": "",
+        "machineconfiguration.openshift.io/state": "Done",
+        "csi.volume.kubernetes.io/nodeid": format!("{{\"ebs.csi.aws.com\":\"i-0{index:016x}\"}}"),
+        "k8s.ovn.org/host-cidrs": format!("[\"{}/19\"]", node.ip),
+        "k8s.ovn.org/l3-gateway-config": format!("{{\"default\":{{\"mode\":\"shared\",\"bridge-id\":\"br-ex\",\"interface-id\":\"br-ex_{}\",\"mac-address\":\"02:4e:aa:bb:cc:dd\",\"ip-addresses\":[\"{}/19\"],\"ip-address\":\"{}/19\",\"next-hops\":[\"10.0.0.1\"],\"next-hop\":\"10.0.0.1\",\"node-port-enable\":\"true\",\"vlan-id\":\"0\"}}}}", node.name, node.ip, node.ip),
+        "k8s.ovn.org/node-chassis-id": format!("{:08x}-0000-4000-8000-{:012x}", index, index),
+        "k8s.ovn.org/node-primary-ifaddr": format!("{{\"ipv4\":\"{}/19\"}}", node.ip),
+        "k8s.ovn.org/node-subnets": format!("{{\"default\":[\"10.{}.{}.0/23\"]}}", 128 + index / 128, (index % 128) * 2),
+        "k8s.ovn.org/zone-name": node.name,
+        "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+    });
+    if pool.layered {
+        annotations["machineconfiguration.openshift.io/currentImage"] = json!(pool.image());
+        annotations["machineconfiguration.openshift.io/desiredImage"] = json!(pool.image());
+    }
+    let images: Vec<Value> = (0..IMAGES_PER_NODE)
+        .map(|k| {
+            let digest = format!("{:064x}", (k as u128 + 1) * 0x1234_5678_9abc_def1);
+            json!({
+                "names": [
+                    format!("quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:{digest}"),
+                    format!("quay.io/openshift-release-dev/ocp-v4.0-art-dev:4.19.0-component-{k:02}")
+                ],
+                "sizeBytes": 400_000_000 + k * 9_876_543
+            })
+        })
+        .collect();
+    let resources = json!({
+        "cpu": "8", "ephemeral-storage": "125293548Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0",
+        "memory": "32386520Ki", "pods": "250"
+    });
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": node.name, "labels": labels, "annotations": annotations},
+        "spec": {"providerID": format!("aws:///us-east-1{zone}/i-0{index:016x}")},
+        "status": {
+            "addresses": [
+                {"type": "InternalIP", "address": node.ip},
+                {"type": "Hostname", "address": format!("ip-{}.ec2.internal", node.ip.replace('.', "-"))},
+                {"type": "InternalDNS", "address": format!("ip-{}.ec2.internal", node.ip.replace('.', "-"))}
+            ],
+            "allocatable": resources,
+            "capacity": resources,
+            "conditions": heartbeat_conditions("2026-11-24T10:00:00Z"),
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "images": images,
+            "nodeInfo": {
+                "architecture": "amd64", "bootID": format!("{:08x}-1111-4222-8333-{:012x}", index, index),
+                "containerRuntimeVersion": "cri-o://1.32.3-3.rhaos4.19.git1234567.el9",
+                "kernelVersion": "5.14.0-427.50.1.el9_4.x86_64", "kubeProxyVersion": "v1.32.3",
+                "kubeletVersion": "v1.32.3", "machineID": format!("ec2{index:029x}"),
+                "operatingSystem": "linux",
+                "osImage": "Red Hat Enterprise Linux CoreOS 419.94.202505010000-0 (Plow)",
+                "systemUUID": format!("ec2{index:05x}-aaaa-bbbb-cccc-dddddddddddd")
+            }
+        }
+    })
+}
+
+fn heartbeat_conditions(time: &str) -> Value {
+    let c = |t: &str, s: &str, reason: &str, message: &str| {
+        json!({"type": t, "status": s, "lastHeartbeatTime": time, "lastTransitionTime": "2026-11-01T00:00:00Z", "reason": reason, "message": message})
+    };
+    json!([
+        c("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+        c("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        c("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+        c("Ready", "True", "KubeletReady", "kubelet is posting ready status")
+    ])
+}
+
+/// The MCN the daemon writes for a node (spec, then status), as another field manager.
+fn daemon_mcn(node: &NodeSpec, pool: &Pool) -> (Value, Value) {
+    let rendered = &pool.rendered[0];
+    let spec = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigNode",
+        "metadata": {"name": node.name},
+        "spec": {"node": {"name": node.name}, "pool": {"name": pool.name}, "configVersion": {"desired": rendered}}
+    });
+    let status = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigNode",
+        "metadata": {"name": node.name},
+        "status": {
+            "conditions": [{"type": "Updated", "status": "True", "reason": "Updated", "message": "Node is up to date", "lastTransitionTime": "2026-11-01T00:00:00Z"}],
+            "configVersion": {"desired": rendered, "current": rendered},
+            "observedGeneration": 1
+        }
+    });
+    (spec, status)
+}
+
+/// The server under test, a child process.
+struct ServerProcess {
+    child: Child,
+    secure: SocketAddr,
+    tls: Arc<rustls::ClientConfig>,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl ServerProcess {
+    fn spawn(backend: &Backend, token_dir: &Path, knobs: &Knobs) -> Result<ServerProcess, String> {
+        let secure = mcs::free_port();
+        let certs = mcs::repo().join("certs");
+        // MCS_SCALE_SERVER_BIN runs another build (e.g. a "before" binary) under the same harness.
+        let bin = std::env::var_os("MCS_SCALE_SERVER_BIN").map_or_else(|| PathBuf::from(mcs::BIN), PathBuf::from);
+        let mut command = Command::new(&bin);
+        command
+            .args(["start", "--kubeconfig"])
+            .arg(backend.kubeconfig())
+            .args(["--apiserver-url", APISERVER_URL, "--bootstrap-token-dir"])
+            .arg(token_dir)
+            .args(["--bind-address", "127.0.0.1", "--secure-port", &secure.to_string()])
+            .args(["--insecure-port", "0", "--metrics-bind-address", ""])
+            .arg("--cert")
+            .arg(certs.join("tls.crt"))
+            .arg("--key")
+            .arg(certs.join("tls.key"));
+        if let Some(rate) = &knobs.max_writes_per_second {
+            command.args(["--mcn-max-writes-per-second", rate]);
+        }
+        let mut child = command
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", bin.display()))?;
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        for stream in [
+            Box::new(child.stdout.take().ok_or("stdout")?) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().ok_or("stderr")?) as Box<dyn std::io::Read + Send>,
+        ] {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    log.lock().unwrap().push(line);
+                }
+            });
+        }
+        Ok(ServerProcess {
+            child,
+            secure: ([127, 0, 0, 1], secure).into(),
+            tls: mcs::dev_ca_client(),
+            log,
+        })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn check_alive(&self) -> Result<(), String> {
+        let status = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
+            .map_err(|e| format!("server process: {e}"))?;
+        if status.contains(") Z ") {
+            let tail: Vec<String> = self.log.lock().unwrap().iter().rev().take(20).cloned().collect();
+            return Err(format!("the server exited:\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n")));
+        }
+        Ok(())
+    }
+
+    fn fetch(&self, path: &str) -> std::io::Result<mcs::Response> {
+        mcs::try_request(
+            self.secure,
+            Some(self.tls.clone()),
+            "GET",
+            path,
+            &[("Accept", ACCEPT), ("Accept-Encoding", "identity"), ("User-Agent", "Ignition/2.20.0")],
+        )
+    }
+
+    /// `VmHWM` or `VmRSS` in KiB.
+    fn rss_kb(&self, field: &str) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with(field))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
+    /// utime + stime in clock ticks.
+    fn cpu_ticks(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
+            .ok()
+            .and_then(|s| {
+                let after = s.rsplit_once(") ")?.1.to_string();
+                let fields: Vec<&str> = after.split_whitespace().collect();
+                // Fields 14 and 15 of stat; `after` starts at field 3.
+                Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+            })
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`); 100 on Linux unless told otherwise.
+fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+struct Backlog {
+    missing: usize,
+    drained: Option<Duration>,
+    writes: usize,
+    max_per_second: usize,
+    joined: Option<Duration>,
+}
+
+impl Backlog {
+    fn report(&self, table: &mut Table, knobs: &Knobs) {
+        let limit: usize = knobs
+            .max_writes_per_second
+            .as_deref()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(20);
+        table.add(
+            "MCN backlog: writes per second (worst 1 s window)",
+            format!("{}", self.max_per_second),
+            &format!("<= {limit}"),
+            Some(self.max_per_second <= limit),
+            format!("{} writes for {} Nodes without an MCN", self.writes, self.missing),
+        );
+        table.add(
+            "MCN backlog drained",
+            self.drained.map_or("not within the bound".into(), |d| format!("{:.1} s", d.as_secs_f64())),
+            "finishes",
+            Some(self.drained.is_some()),
+            "from ready until every Node has an MCN with status".into(),
+        );
+        table.add(
+            "Node joining during the backlog gets its MCN",
+            self.joined.map_or("not within the bound".into(), |d| format!("{:.2} s", d.as_secs_f64())),
+            "< 5 s",
+            Some(self.joined.is_some_and(|d| d < Duration::from_secs(5))),
+            "created 5 s into the backlog; time until its MCN exists".into(),
+        );
+    }
+}
+
+fn measure_backlog(
+    backend: &Backend,
+    cluster: &Cluster,
+    log: &RequestLog,
+    server: &ServerProcess,
+    knobs: &Knobs,
+) -> Result<Backlog, String> {
+    eprintln!("== MCN backlog: {} Nodes without an MCN", knobs.missing_mcns);
+    let began = Instant::now();
+    let is_write = |r: &RequestRecord| {
+        r.resource == "machineconfignodes" && matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete")
+    };
+    std::thread::sleep(Duration::from_secs(5));
+    // A machine that joins now: a new Node of the worker pool.
+    let index = cluster.nodes.len();
+    let joined = NodeSpec {
+        name: "node-joined".into(),
+        pool: 1,
+        ip: "10.250.0.1".into(),
+        has_mcn: false,
+    };
+    backend.put(&node_object(&joined, &cluster.pools[1], index))?;
+    let join_at = Instant::now();
+    let joined_after = poll_until(Duration::from_secs(60), || {
+        backend.get("MachineConfigNode", "node-joined").map(|_| join_at.elapsed())
+    });
+    let expected = cluster.nodes.len() + 1;
+    let bound = Duration::from_secs(30 + 3 * knobs.missing_mcns as u64);
+    let drained = poll_until(bound, || {
+        server.check_alive().ok()?;
+        std::thread::sleep(Duration::from_millis(490));
+        let with_status = backend
+            .api()
+            .list("MachineConfigNode")
+            .iter()
+            .filter(|m| m.get("status").is_some_and(|s| !s.is_null()))
+            .count();
+        (with_status >= expected).then(|| began.elapsed())
+    });
+    let writes: Vec<Instant> = log
+        .snapshot()
+        .into_iter()
+        .filter(|(_, r)| is_write(r))
+        .map(|(at, _)| at)
+        .collect();
+    // Worst 1-second window (records are stamped when the 10 ms poller first saw them).
+    let mut max_per_second = 0;
+    let mut start = 0;
+    for end in 0..writes.len() {
+        while writes[end].duration_since(writes[start]) >= Duration::from_secs(1) {
+            start += 1;
+        }
+        max_per_second = max_per_second.max(end - start + 1);
+    }
+    Ok(Backlog {
+        missing: knobs.missing_mcns + 1,
+        drained,
+        writes: writes.len(),
+        max_per_second,
+        joined: joined_after,
+    })
+}
+
+struct Churn {
+    cpu_percent: f64,
+    updates_per_second: f64,
+    measured: Duration,
+}
+
+fn measure_churn<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    backend: &'env Backend,
+    cluster: &Cluster,
+    server: &ServerProcess,
+    knobs: &Knobs,
+) -> Result<Churn, String> {
+    eprintln!("== Node status churn for {} s", knobs.churn.as_secs());
+    let names: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let updates = Arc::new(AtomicU64::new(0));
+    let heartbeat = knobs.heartbeat;
+    let (stop2, updates2) = (stop.clone(), updates.clone());
+    let writer = scope.spawn(move || -> Result<(), String> {
+        let started = Instant::now();
+        let interval = heartbeat.as_secs_f64() / names.len() as f64;
+        let mut n: u64 = 0;
+        while !stop2.load(Ordering::Relaxed) {
+            let name = &names[(n as usize) % names.len()];
+            let due = started + Duration::from_secs_f64(n as f64 * interval);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            let time = format!("2026-11-24T11:{:02}:{:02}Z", (n / 60) % 60, n % 60);
+            backend.merge_patch("Node", name, &json!({"status": {"conditions": heartbeat_conditions(&time)}}))?;
+            updates2.fetch_add(1, Ordering::Relaxed);
+            n += 1;
+        }
+        Ok(())
+    });
+    // The first heartbeat period warms up; measure over the rest.
+    let warmup = heartbeat.min(knobs.churn / 3);
+    std::thread::sleep(warmup);
+    let (ticks0, updates0, at0) = (server.cpu_ticks(), updates.load(Ordering::Relaxed), Instant::now());
+    std::thread::sleep(knobs.churn.saturating_sub(warmup));
+    let (ticks1, updates1, measured) = (server.cpu_ticks(), updates.load(Ordering::Relaxed), at0.elapsed());
+    stop.store(true, Ordering::Relaxed);
+    writer.join().map_err(|_| "churn writer panicked")??;
+    server.check_alive()?;
+    let cpu_seconds = (ticks1 - ticks0) as f64 / clock_ticks();
+    Ok(Churn {
+        cpu_percent: 100.0 * cpu_seconds / measured.as_secs_f64(),
+        updates_per_second: (updates1 - updates0) as f64 / measured.as_secs_f64(),
+        measured,
+    })
+}
+
+/// Time from the pool's `updatedMachineCount` turning 1 to the first 200 carrying rendered[1].
+fn measure_count_change(backend: &Backend, server: &ServerProcess, pool: &Pool) -> Result<Duration, String> {
+    let path = format!("/config/{}", pool.name);
+    let before = server.fetch(&path).map_err(|e| e.to_string())?;
+    if served_version(&before.body, &pool.name) != Some(0) {
+        return Err(format!("{path} does not serve version 0 before the change"));
+    }
+    backend.merge_patch("MachineConfigPool", &pool.name, &json!({"status": {"updatedMachineCount": 1}}))?;
+    let at = Instant::now();
+    poll_until(Duration::from_secs(60), || {
+        let r = server.fetch(&path).ok()?;
+        (r.status == 200 && served_version(&r.body, &pool.name) == Some(1)).then(|| at.elapsed())
+    })
+    .ok_or_else(|| format!("{path} did not switch to version 1 within 60 s"))
+}
+
+struct Storm {
+    served: usize,
+    errors: usize,
+    p99: Duration,
+    max: Duration,
+    elapsed: Duration,
+    body_bytes: usize,
+}
+
+fn measure_storm(server: &ServerProcess, cluster: &Cluster, machines: usize) -> Storm {
+    eprintln!("== storm: {machines} concurrent fetches");
+    let barrier = Arc::new(std::sync::Barrier::new(machines + 1));
+    let results: Arc<Mutex<Vec<Result<(Duration, usize), String>>>> = Arc::default();
+    let began = std::thread::scope(|scope| {
+        for i in 0..machines {
+            let (barrier, results) = (barrier.clone(), results.clone());
+            let path = format!("/config/{}", cluster.pools[i % cluster.pools.len()].name);
+            std::thread::Builder::new()
+                .stack_size(256 * 1024)
+                .spawn_scoped(scope, move || {
+                    barrier.wait();
+                    let at = Instant::now();
+                    let outcome = match server.fetch(&path) {
+                        Ok(r) if r.status == 200 => Ok((at.elapsed(), r.body.len())),
+                        Ok(r) => Err(format!("status {}", r.status)),
+                        Err(e) => Err(e.to_string()),
+                    };
+                    results.lock().unwrap().push(outcome);
+                })
+                .expect("spawning a storm thread");
+        }
+        barrier.wait();
+        Instant::now()
+    });
+    let elapsed = began.elapsed();
+    let results = std::mem::take(&mut *results.lock().unwrap());
+    let mut latencies: Vec<Duration> = results.iter().filter_map(|r| r.as_ref().ok().map(|(d, _)| *d)).collect();
+    let errors: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    if let Some(first) = errors.first() {
+        eprintln!("   {} errors, e.g. {first}", errors.len());
+    }
+    latencies.sort();
+    let p99 = latencies
+        .get(((latencies.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
+        .copied()
+        .unwrap_or_default();
+    Storm {
+        served: latencies.len(),
+        errors: errors.len(),
+        p99,
+        max: latencies.last().copied().unwrap_or_default(),
+        elapsed,
+        body_bytes: results.iter().find_map(|r| r.as_ref().ok().map(|(_, b)| *b)).unwrap_or(0),
+    }
+}
