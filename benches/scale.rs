@@ -210,7 +210,8 @@ impl Table {
     }
 
     fn markdown(&self) -> String {
-        let mut out = String::from("| figure | ours | target | pass/miss | note |\n|---|---|---|---|---|\n");
+        let mut out =
+            String::from("| figure | ours | target | pass/miss | note |\n|---|---|---|---|---|\n");
         for r in &self.rows {
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} |\n",
@@ -245,7 +246,17 @@ fn run(knobs: Knobs) -> Result<(), String> {
         load_time.as_secs_f64()
     );
 
-    std::thread::scope(|scope| measure_all(scope, &backend, &cluster, &knobs, &load_before, started, load_time))
+    std::thread::scope(|scope| {
+        measure_all(
+            scope,
+            &backend,
+            &cluster,
+            &knobs,
+            &load_before,
+            started,
+            load_time,
+        )
+    })
 }
 
 fn measure_all<'scope, 'env>(
@@ -262,7 +273,10 @@ fn measure_all<'scope, 'env>(
     let log = RequestLog::start(scope, backend);
     let server = ServerProcess::spawn(backend, tokens.path(), knobs)?;
     let spawned = Instant::now();
-    eprintln!("== started machine-config-server start (pid {})", server.pid());
+    eprintln!(
+        "== started machine-config-server start (pid {})",
+        server.pid()
+    );
 
     let mut table = Table::default();
     let first_pool = cluster.pools[0].name.clone();
@@ -296,7 +310,9 @@ fn measure_all<'scope, 'env>(
     let mut first = Vec::new();
     for pool in &cluster.pools {
         let at = Instant::now();
-        let r = server.fetch(&format!("/config/{}", pool.name)).map_err(|e| e.to_string())?;
+        let r = server
+            .fetch(&format!("/config/{}", pool.name))
+            .map_err(|e| e.to_string())?;
         if r.status != 200 {
             return Err(format!("/config/{} answered {}", pool.name, r.status));
         }
@@ -356,7 +372,12 @@ fn measure_all<'scope, 'env>(
     // A pool's updatedMachineCount going 0 -> 1: the served config switches from
     // status.configuration to spec.configuration.
     let mut switches = Vec::new();
-    for pool in cluster.pools.iter().filter(|p| !p.layered).take(knobs.count_changes) {
+    for pool in cluster
+        .pools
+        .iter()
+        .filter(|p| !p.layered)
+        .take(knobs.count_changes)
+    {
         switches.push(measure_count_change(backend, &server, pool)?);
     }
     let (median, max) = median_max(&mut switches);
@@ -365,7 +386,10 @@ fn measure_all<'scope, 'env>(
         format!("median {} ms, max {} ms", ms(median), ms(max)),
         "info",
         None,
-        format!("{} pools; polled every 10 ms over fresh TLS connections", switches.len()),
+        format!(
+            "{} pools; polled every 10 ms over fresh TLS connections",
+            switches.len()
+        ),
     );
 
     std::thread::sleep(Duration::from_secs(3));
@@ -563,7 +587,10 @@ impl Pool {
     }
 
     fn image(&self) -> String {
-        format!("quay.example.com/layered/{}@sha256:{:064x}", self.name, 0xfeed_u64)
+        format!(
+            "quay.example.com/layered/{}@sha256:{:064x}",
+            self.name, 0xfeed_u64
+        )
     }
 }
 
@@ -587,8 +614,8 @@ impl Cluster {
     fn new(knobs: &Knobs) -> Result<Cluster, String> {
         let fixtures = cluster_support::fixture_dir();
         let read = |path: PathBuf| -> Result<Value, String> {
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
             serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
         };
         let worker = std::fs::read_dir(fixtures.join("machine-configs"))
@@ -602,7 +629,8 @@ impl Cluster {
             })
             .ok_or("no rendered-worker fixture")?;
         let base_config = read(worker)?;
-        let controller_config = read(fixtures.join("controller-config/machine-config-controller.yaml"))?;
+        let controller_config =
+            read(fixtures.join("controller-config/machine-config-controller.yaml"))?;
 
         let pools: Vec<Pool> = (0..knobs.pools)
             .map(|i| {
@@ -613,7 +641,12 @@ impl Cluster {
                 };
                 Pool {
                     rendered: (0..RENDERED_PER_POOL)
-                        .map(|n| format!("rendered-{name}-{:032x}", (i * 16 + n) as u128 * 0x9e37_79b9))
+                        .map(|n| {
+                            format!(
+                                "rendered-{name}-{:032x}",
+                                (i * 16 + n) as u128 * 0x9e37_79b9
+                            )
+                        })
                         .collect(),
                     custom: i >= 2,
                     layered: i >= knobs.pools - LAYERED_POOLS,
@@ -624,7 +657,11 @@ impl Cluster {
         // Three masters; the rest spread over the other pools.
         let nodes = (0..knobs.nodes)
             .map(|i| {
-                let pool = if i < 3 { 0 } else { 1 + (i - 3) % (pools.len() - 1) };
+                let pool = if i < 3 {
+                    0
+                } else {
+                    1 + (i - 3) % (pools.len() - 1)
+                };
                 NodeSpec {
                     name: format!("node-{i:05}"),
                     pool,
@@ -655,7 +692,11 @@ impl Cluster {
             ("network", json!({"mtuMigration": {}})),
             ("proxy", json!({})),
         ] {
-            let slot = cc["spec"].as_object_mut().ok_or("ControllerConfig spec")?.entry(field).or_insert(Value::Null);
+            let slot = cc["spec"]
+                .as_object_mut()
+                .ok_or("ControllerConfig spec")?
+                .entry(field)
+                .or_insert(Value::Null);
             if slot.is_null() {
                 *slot = value;
             }
@@ -710,8 +751,7 @@ impl Cluster {
         if let Some(files) = mc["spec"]["config"]["storage"]["files"].as_array_mut() {
             files.push(json!({"path": "/etc/mcs-scale/pool", "mode": 420, "overwrite": true, "contents": {"source": marker}}));
         } else {
-            mc["spec"]["config"]["storage"]["files"] =
-                json!([{"path": "/etc/mcs-scale/pool", "mode": 420, "overwrite": true, "contents": {"source": marker}}]);
+            mc["spec"]["config"]["storage"]["files"] = json!([{"path": "/etc/mcs-scale/pool", "mode": 420, "overwrite": true, "contents": {"source": marker}}]);
         }
         mc
     }
@@ -880,14 +920,32 @@ fn node_object(node: &NodeSpec, pool: &Pool, index: usize) -> Value {
 }
 
 fn heartbeat_conditions(time: &str) -> Value {
-    let c = |t: &str, s: &str, reason: &str, message: &str| {
-        json!({"type": t, "status": s, "lastHeartbeatTime": time, "lastTransitionTime": "2026-11-01T00:00:00Z", "reason": reason, "message": message})
-    };
+    let c = |t: &str, s: &str, reason: &str, message: &str| json!({"type": t, "status": s, "lastHeartbeatTime": time, "lastTransitionTime": "2026-11-01T00:00:00Z", "reason": reason, "message": message});
     json!([
-        c("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-        c("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-        c("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-        c("Ready", "True", "KubeletReady", "kubelet is posting ready status")
+        c(
+            "MemoryPressure",
+            "False",
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available"
+        ),
+        c(
+            "DiskPressure",
+            "False",
+            "KubeletHasNoDiskPressure",
+            "kubelet has no disk pressure"
+        ),
+        c(
+            "PIDPressure",
+            "False",
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available"
+        ),
+        c(
+            "Ready",
+            "True",
+            "KubeletReady",
+            "kubelet is posting ready status"
+        )
     ])
 }
 
@@ -924,14 +982,20 @@ impl ServerProcess {
         let secure = mcs::free_port();
         let certs = mcs::repo().join("certs");
         // MCS_SCALE_SERVER_BIN runs another build (e.g. a "before" binary) under the same harness.
-        let bin = std::env::var_os("MCS_SCALE_SERVER_BIN").map_or_else(|| PathBuf::from(mcs::BIN), PathBuf::from);
+        let bin = std::env::var_os("MCS_SCALE_SERVER_BIN")
+            .map_or_else(|| PathBuf::from(mcs::BIN), PathBuf::from);
         let mut command = Command::new(&bin);
         command
             .args(["start", "--kubeconfig"])
             .arg(backend.kubeconfig())
             .args(["--apiserver-url", APISERVER_URL, "--bootstrap-token-dir"])
             .arg(token_dir)
-            .args(["--bind-address", "127.0.0.1", "--secure-port", &secure.to_string()])
+            .args([
+                "--bind-address",
+                "127.0.0.1",
+                "--secure-port",
+                &secure.to_string(),
+            ])
             .args(["--insecure-port", "0", "--metrics-bind-address", ""])
             .arg("--cert")
             .arg(certs.join("tls.crt"))
@@ -975,8 +1039,19 @@ impl ServerProcess {
         let status = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
             .map_err(|e| format!("server process: {e}"))?;
         if status.contains(") Z ") {
-            let tail: Vec<String> = self.log.lock().unwrap().iter().rev().take(20).cloned().collect();
-            return Err(format!("the server exited:\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n")));
+            let tail: Vec<String> = self
+                .log
+                .lock()
+                .unwrap()
+                .iter()
+                .rev()
+                .take(20)
+                .cloned()
+                .collect();
+            return Err(format!(
+                "the server exited:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            ));
         }
         Ok(())
     }
@@ -987,7 +1062,11 @@ impl ServerProcess {
             Some(self.tls.clone()),
             "GET",
             path,
-            &[("Accept", ACCEPT), ("Accept-Encoding", "identity"), ("User-Agent", "Ignition/2.20.0")],
+            &[
+                ("Accept", ACCEPT),
+                ("Accept-Encoding", "identity"),
+                ("User-Agent", "Ignition/2.20.0"),
+            ],
         )
     }
 
@@ -1056,18 +1135,25 @@ impl Backlog {
             format!("{}", self.max_per_second),
             &format!("<= {limit}"),
             Some(self.max_per_second <= limit),
-            format!("{} writes for {} Nodes without an MCN", self.writes, self.missing),
+            format!(
+                "{} writes for {} Nodes without an MCN",
+                self.writes, self.missing
+            ),
         );
         table.add(
             "MCN backlog drained",
-            self.drained.map_or("not within the bound".into(), |d| format!("{:.1} s", d.as_secs_f64())),
+            self.drained.map_or("not within the bound".into(), |d| {
+                format!("{:.1} s", d.as_secs_f64())
+            }),
             "finishes",
             Some(self.drained.is_some()),
             "from ready until every Node has an MCN with status".into(),
         );
         table.add(
             "Node joining during the backlog gets its MCN",
-            self.joined.map_or("not within the bound".into(), |d| format!("{:.2} s", d.as_secs_f64())),
+            self.joined.map_or("not within the bound".into(), |d| {
+                format!("{:.2} s", d.as_secs_f64())
+            }),
             "< 5 s",
             Some(self.joined.is_some_and(|d| d < Duration::from_secs(5))),
             "created 5 s into the backlog; time until its MCN exists".into(),
@@ -1082,10 +1168,14 @@ fn measure_backlog(
     server: &ServerProcess,
     knobs: &Knobs,
 ) -> Result<Backlog, String> {
-    eprintln!("== MCN backlog: {} Nodes without an MCN", knobs.missing_mcns);
+    eprintln!(
+        "== MCN backlog: {} Nodes without an MCN",
+        knobs.missing_mcns
+    );
     let began = Instant::now();
     let is_write = |r: &RequestRecord| {
-        r.resource == "machineconfignodes" && matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete")
+        r.resource == "machineconfignodes"
+            && matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete")
     };
     std::thread::sleep(Duration::from_secs(5));
     // A machine that joins now: a new Node of the worker pool.
@@ -1099,7 +1189,9 @@ fn measure_backlog(
     backend.put(&node_object(&joined, &cluster.pools[1], index))?;
     let join_at = Instant::now();
     let joined_after = poll_until(Duration::from_secs(60), || {
-        backend.get("MachineConfigNode", "node-joined").map(|_| join_at.elapsed())
+        backend
+            .get("MachineConfigNode", "node-joined")
+            .map(|_| join_at.elapsed())
     });
     let expected = cluster.nodes.len() + 1;
     let bound = Duration::from_secs(30 + 3 * knobs.missing_mcns as u64);
@@ -1168,7 +1260,11 @@ fn measure_churn<'scope, 'env>(
                 std::thread::sleep(wait);
             }
             let time = format!("2026-11-24T11:{:02}:{:02}Z", (n / 60) % 60, n % 60);
-            backend.merge_patch("Node", name, &json!({"status": {"conditions": heartbeat_conditions(&time)}}))?;
+            backend.merge_patch(
+                "Node",
+                name,
+                &json!({"status": {"conditions": heartbeat_conditions(&time)}}),
+            )?;
             updates2.fetch_add(1, Ordering::Relaxed);
             n += 1;
         }
@@ -1177,9 +1273,17 @@ fn measure_churn<'scope, 'env>(
     // The first heartbeat period warms up; measure over the rest.
     let warmup = heartbeat.min(knobs.churn / 3);
     std::thread::sleep(warmup);
-    let (ticks0, updates0, at0) = (server.cpu_ticks(), updates.load(Ordering::Relaxed), Instant::now());
+    let (ticks0, updates0, at0) = (
+        server.cpu_ticks(),
+        updates.load(Ordering::Relaxed),
+        Instant::now(),
+    );
     std::thread::sleep(knobs.churn.saturating_sub(warmup));
-    let (ticks1, updates1, measured) = (server.cpu_ticks(), updates.load(Ordering::Relaxed), at0.elapsed());
+    let (ticks1, updates1, measured) = (
+        server.cpu_ticks(),
+        updates.load(Ordering::Relaxed),
+        at0.elapsed(),
+    );
     stop.store(true, Ordering::Relaxed);
     writer.join().map_err(|_| "churn writer panicked")??;
     server.check_alive()?;
@@ -1192,13 +1296,21 @@ fn measure_churn<'scope, 'env>(
 }
 
 /// Time from the pool's `updatedMachineCount` turning 1 to the first 200 carrying rendered[1].
-fn measure_count_change(backend: &Backend, server: &ServerProcess, pool: &Pool) -> Result<Duration, String> {
+fn measure_count_change(
+    backend: &Backend,
+    server: &ServerProcess,
+    pool: &Pool,
+) -> Result<Duration, String> {
     let path = format!("/config/{}", pool.name);
     let before = server.fetch(&path).map_err(|e| e.to_string())?;
     if served_version(&before.body, &pool.name) != Some(0) {
         return Err(format!("{path} does not serve version 0 before the change"));
     }
-    backend.merge_patch("MachineConfigPool", &pool.name, &json!({"status": {"updatedMachineCount": 1}}))?;
+    backend.merge_patch(
+        "MachineConfigPool",
+        &pool.name,
+        &json!({"status": {"updatedMachineCount": 1}}),
+    )?;
     let at = Instant::now();
     poll_until(Duration::from_secs(60), || {
         let r = server.fetch(&path).ok()?;
@@ -1206,6 +1318,9 @@ fn measure_count_change(backend: &Backend, server: &ServerProcess, pool: &Pool) 
     })
     .ok_or_else(|| format!("{path} did not switch to version 1 within 60 s"))
 }
+
+/// One storm fetch: its latency and body size, or what went wrong.
+type FetchOutcome = Result<(Duration, usize), String>;
 
 struct Storm {
     served: usize,
@@ -1219,7 +1334,7 @@ struct Storm {
 fn measure_storm(server: &ServerProcess, cluster: &Cluster, machines: usize) -> Storm {
     eprintln!("== storm: {machines} concurrent fetches");
     let barrier = Arc::new(std::sync::Barrier::new(machines + 1));
-    let results: Arc<Mutex<Vec<Result<(Duration, usize), String>>>> = Arc::default();
+    let results: Arc<Mutex<Vec<FetchOutcome>>> = Arc::default();
     let began = std::thread::scope(|scope| {
         for i in 0..machines {
             let (barrier, results) = (barrier.clone(), results.clone());
@@ -1243,7 +1358,10 @@ fn measure_storm(server: &ServerProcess, cluster: &Cluster, machines: usize) -> 
     });
     let elapsed = began.elapsed();
     let results = std::mem::take(&mut *results.lock().unwrap());
-    let mut latencies: Vec<Duration> = results.iter().filter_map(|r| r.as_ref().ok().map(|(d, _)| *d)).collect();
+    let mut latencies: Vec<Duration> = results
+        .iter()
+        .filter_map(|r| r.as_ref().ok().map(|(d, _)| *d))
+        .collect();
     let errors: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
     if let Some(first) = errors.first() {
         eprintln!("   {} errors, e.g. {first}", errors.len());
@@ -1259,6 +1377,9 @@ fn measure_storm(server: &ServerProcess, cluster: &Cluster, machines: usize) -> 
         p99,
         max: latencies.last().copied().unwrap_or_default(),
         elapsed,
-        body_bytes: results.iter().find_map(|r| r.as_ref().ok().map(|(_, b)| *b)).unwrap_or(0),
+        body_bytes: results
+            .iter()
+            .find_map(|r| r.as_ref().ok().map(|(_, b)| *b))
+            .unwrap_or(0),
     }
 }

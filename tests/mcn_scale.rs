@@ -54,8 +54,11 @@ fn a_backlog_is_written_at_the_configured_rate_and_a_joining_node_goes_first() {
     load_realistic_cluster(&api);
     for i in 0..BACKLOG {
         let name = format!("backlog-{i:03}");
-        api.apply_object(&worker_node(&name, &format!("10.1.{}.{}", i / 250, i % 250 + 1)))
-            .unwrap();
+        api.apply_object(&worker_node(
+            &name,
+            &format!("10.1.{}.{}", i / 250, i % 250 + 1),
+        ))
+        .unwrap();
     }
     let newest_backlog = creation(&api, &format!("backlog-{:03}", BACKLOG - 1));
 
@@ -103,17 +106,19 @@ fn a_backlog_is_written_at_the_configured_rate_and_a_joining_node_goes_first() {
             ],
         );
         let count = || api.list(MCN).len();
-        poll("the first MCNs of the backlog", Duration::from_secs(30), || {
-            (count() >= 20).then_some(())
-        });
+        poll(
+            "the first MCNs of the backlog",
+            Duration::from_secs(30),
+            || (count() >= 20).then_some(()),
+        );
         // The joining Node must be younger than the backlog (timestamps have 1 s resolution).
         poll("a new second on the clock", Duration::from_secs(5), || {
             (Timestamp::now().as_second() > newest_backlog.as_second()).then_some(())
         });
-        api.apply_object(&worker_node("joined", "10.2.0.1")).unwrap();
+        api.apply_object(&worker_node("joined", "10.2.0.1"))
+            .unwrap();
         let backlog_left = poll("the joining Node's MCN", Duration::from_secs(30), || {
-            api.get(MCN, None, "joined")
-                .map(|_| BACKLOG + 1 - count())
+            api.get(MCN, None, "joined").map(|_| BACKLOG + 1 - count())
         });
         assert!(
             backlog_left >= BACKLOG / 3,

@@ -99,7 +99,10 @@ mod tests {
         assert_eq!(taken.len(), 200);
         for (i, start) in taken.iter().enumerate() {
             let in_window = taken[i..].iter().take_while(|t| **t < start + 1000).count();
-            assert!(in_window <= 20, "{in_window} writes in the second from {start} ms");
+            assert!(
+                in_window <= 20,
+                "{in_window} writes in the second from {start} ms"
+            );
         }
     }
 

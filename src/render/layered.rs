@@ -487,25 +487,26 @@ pub fn node_render_digest(node: &Node) -> u64 {
 }
 
 /// A hash of what a render reads of a MachineConfigNode ([`validating_node`]): its name,
-/// `status.configImage.currentImage` and whether `NodeDegraded` is true. Everything else the
-/// daemon rewrites during an update (other conditions, config versions, times) is not read.
-pub fn machine_config_node_render_digest(mcn: &MachineConfigNode) -> u64 {
+/// `status.configImage.currentImage` and whether `NodeDegraded` is true; `None` when it has
+/// neither (a render then decides as if it did not exist). Everything else the daemon rewrites
+/// during an update (other conditions, config versions, times) is not read.
+pub fn machine_config_node_render_digest(mcn: &MachineConfigNode) -> Option<u64> {
     use std::hash::{Hash as _, Hasher as _};
+    let status = mcn.status.as_ref()?;
+    let image = status
+        .config_image
+        .as_ref()
+        .and_then(|ci| ci.current_image.as_deref());
+    let degraded = status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == CONDITION_NODE_DEGRADED && c.status == "True");
+    if image.is_none() && !degraded {
+        return None;
+    }
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    mcn.metadata.name.hash(&mut hasher);
-    let status = mcn.status.as_ref();
-    status
-        .and_then(|s| s.config_image.as_ref())
-        .and_then(|ci| ci.current_image.as_deref())
-        .hash(&mut hasher);
-    status
-        .is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == CONDITION_NODE_DEGRADED && c.status == "True")
-        })
-        .hash(&mut hasher);
-    hasher.finish()
+    (&mcn.metadata.name, image, degraded).hash(&mut hasher);
+    Some(hasher.finish())
 }
 
 const STATE_DONE: &str = annotations::STATE_DONE;

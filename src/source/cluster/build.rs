@@ -4,7 +4,7 @@
 //!
 //! Owns the mapping from cluster objects to snapshot fields; no I/O, no logging, no caches.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -39,11 +39,61 @@ pub struct ClusterObjects {
     pub routes: Vec<Arc<Lenient<Route>>>,
 }
 
-/// Identity of every cached object (kind, namespace/name, version), in a fixed order: equal
-/// fingerprints mean equal inputs, so a re-list that changed nothing does not publish a new
-/// generation (which would throw away every rendered payload). The version is the
-/// resourceVersion, except for Nodes: their [`node_digest`].
-pub type Fingerprint = Vec<(&'static str, String, String)>;
+/// A 128-bit hash of the identity of every cached object (kind, namespace/name, version), in a
+/// fixed order: equal fingerprints mean equal inputs (up to a 2^-128 collision), so a re-list
+/// that changed nothing does not publish a new snapshot. Hashed rather than listed: on a large
+/// cluster the builder compares tens of thousands of entries per change.
+pub type Fingerprint = u128;
+
+/// Two SipHash states with different keys, for a 128-bit [`Fingerprint`].
+struct FingerprintHasher(
+    std::collections::hash_map::DefaultHasher,
+    std::collections::hash_map::DefaultHasher,
+);
+
+impl FingerprintHasher {
+    fn new() -> Self {
+        let mut second = std::collections::hash_map::DefaultHasher::new();
+        second.write_u64(0x9e37_79b9_7f4a_7c15);
+        FingerprintHasher(std::collections::hash_map::DefaultHasher::new(), second)
+    }
+
+    fn add(&mut self, entry: impl Hash) {
+        entry.hash(&mut self.0);
+        entry.hash(&mut self.1);
+    }
+
+    fn finish(&self) -> Fingerprint {
+        (u128::from(self.0.finish()) << 64) | u128::from(self.1.finish())
+    }
+}
+
+/// Render digests of Nodes and MachineConfigNodes by name, each with the resourceVersion it was
+/// computed at: between two snapshots almost every object is unchanged, and hashing the labels
+/// and annotations of thousands of Nodes on every change would dominate the builder's time.
+#[derive(Debug, Default)]
+pub struct RenderDigests {
+    nodes: HashMap<String, (String, u64)>,
+    machine_config_nodes: HashMap<String, (String, Option<u64>)>,
+}
+
+impl RenderDigests {
+    fn lookup<K, D: Copy>(
+        memo: &mut HashMap<String, (String, D)>,
+        fresh: &mut HashMap<String, (String, D)>,
+        object: &Lenient<K>,
+        digest: impl Fn(&K) -> D,
+        undecodable: D,
+    ) -> D {
+        let version = object.resource_version();
+        let value = match memo.remove(object.name()) {
+            Some((seen, value)) if seen == version && !version.is_empty() => value,
+            _ => object.object().map_or(undecodable, |o| digest(o)),
+        };
+        fresh.insert(object.name().to_owned(), (version.to_owned(), value));
+        value
+    }
+}
 
 /// A hash of what the server reads of a Node: uid, labels, annotations, creation and
 /// deletion time, `status.addresses` and `status.phase` (renders read labels and annotations;
@@ -56,8 +106,16 @@ pub fn node_digest(node: &Node) -> u64 {
     metadata.uid.hash(&mut hasher);
     metadata.labels.hash(&mut hasher);
     metadata.annotations.hash(&mut hasher);
-    metadata.creation_timestamp.as_ref().map(|t| t.0).hash(&mut hasher);
-    metadata.deletion_timestamp.as_ref().map(|t| t.0).hash(&mut hasher);
+    metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .hash(&mut hasher);
+    metadata
+        .deletion_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .hash(&mut hasher);
     if let Some(status) = &node.status {
         status.phase.hash(&mut hasher);
         for address in status.addresses.iter().flatten() {
@@ -94,22 +152,16 @@ impl ClusterObjects {
         by_key(&mut self.routes);
     }
 
-    /// See [`Fingerprint`].
+    /// See [`Fingerprint`]; every object by its resourceVersion.
     pub fn fingerprint(&self) -> Fingerprint {
-        fn add<K>(out: &mut Fingerprint, kind: &'static str, list: &[Arc<Lenient<K>>]) {
-            out.extend(list.iter().map(|o| {
-                (
-                    kind,
-                    format!("{}/{}", o.namespace(), o.name()),
-                    o.resource_version().to_owned(),
-                )
-            }));
+        fn add<K>(out: &mut FingerprintHasher, kind: &'static str, list: &[Arc<Lenient<K>>]) {
+            out.add((kind, list.len()));
+            for o in list {
+                out.add((o.namespace(), o.name(), o.resource_version()));
+            }
         }
-        let mut out = Fingerprint::new();
-        out.extend(self.nodes.iter().map(|node| {
-            let digest = node.object().map_or(0, |node| node_digest(node));
-            ("nodes", node.name().to_owned(), format!("{digest:x}"))
-        }));
+        let mut out = FingerprintHasher::new();
+        add(&mut out, "nodes", &self.nodes);
         add(&mut out, "machineconfigpools", &self.pools);
         add(&mut out, "machineconfigs", &self.machine_configs);
         add(&mut out, "controllerconfigs", &self.controller_configs);
@@ -119,43 +171,46 @@ impl ClusterObjects {
         add(&mut out, "machineconfignodes", &self.machine_config_nodes);
         add(&mut out, "services", &self.services);
         add(&mut out, "routes", &self.routes);
-        out
+        out.finish()
     }
 
-    /// Like [`ClusterObjects::fingerprint`], but of what renders read only: Nodes and
-    /// MachineConfigNodes by their render digests ([`node_render_digest`],
-    /// [`machine_config_node_render_digest`]). Equal render fingerprints (and kubeconfig) mean
+    /// Like [`ClusterObjects::fingerprint`], but of what renders read only: Nodes by their
+    /// [`node_render_digest`], and only the MachineConfigNodes a render can see
+    /// ([`machine_config_node_render_digest`]). Equal render fingerprints (and kubeconfig) mean
     /// equal payloads, so the snapshot keeps its generation and the payload cache its entries
-    /// when, say, the publisher writes an MCN or a Node's addresses change.
-    pub fn render_fingerprint(&self) -> Fingerprint {
-        fn digests<K>(
-            out: &mut Fingerprint,
-            kind: &'static str,
-            list: &[Arc<Lenient<K>>],
-            digest: fn(&K) -> u64,
-        ) {
-            out.extend(list.iter().map(|o| {
-                let value = o.object().map_or(0, |o| digest(o));
-                (kind, o.name().to_owned(), format!("{value:x}"))
-            }));
+    /// when, say, the publisher creates an MCN, a daemon updates one, or a kubelet a Node's
+    /// status. `memo` keeps digests between calls.
+    pub fn render_fingerprint(&self, memo: &mut RenderDigests) -> Fingerprint {
+        fn add<K>(out: &mut FingerprintHasher, kind: &'static str, list: &[Arc<Lenient<K>>]) {
+            out.add((kind, list.len()));
+            for o in list {
+                out.add((o.namespace(), o.name(), o.resource_version()));
+            }
         }
-        fn add<K>(out: &mut Fingerprint, kind: &'static str, list: &[Arc<Lenient<K>>]) {
-            out.extend(list.iter().map(|o| {
-                (
-                    kind,
-                    format!("{}/{}", o.namespace(), o.name()),
-                    o.resource_version().to_owned(),
-                )
-            }));
+        let mut out = FingerprintHasher::new();
+        let mut nodes = HashMap::with_capacity(self.nodes.len());
+        out.add(("nodes", self.nodes.len()));
+        for node in &self.nodes {
+            let digest =
+                RenderDigests::lookup(&mut memo.nodes, &mut nodes, node, node_render_digest, 0);
+            out.add((node.name(), digest));
         }
-        let mut out = Fingerprint::new();
-        digests(&mut out, "nodes", &self.nodes, node_render_digest);
-        digests(
-            &mut out,
-            "machineconfignodes",
-            &self.machine_config_nodes,
-            machine_config_node_render_digest,
-        );
+        memo.nodes = nodes;
+        let mut mcns = HashMap::with_capacity(self.machine_config_nodes.len());
+        out.add("machineconfignodes");
+        for mcn in &self.machine_config_nodes {
+            let digest = RenderDigests::lookup(
+                &mut memo.machine_config_nodes,
+                &mut mcns,
+                mcn,
+                machine_config_node_render_digest,
+                None,
+            );
+            if let Some(digest) = digest {
+                out.add((mcn.name(), digest));
+            }
+        }
+        memo.machine_config_nodes = mcns;
         add(&mut out, "machineconfigpools", &self.pools);
         add(&mut out, "machineconfigs", &self.machine_configs);
         add(&mut out, "controllerconfigs", &self.controller_configs);
@@ -164,7 +219,7 @@ impl ClusterObjects {
         add(&mut out, "machineosbuilds", &self.machine_os_builds);
         add(&mut out, "services", &self.services);
         add(&mut out, "routes", &self.routes);
-        out
+        out.finish()
     }
 
     /// `binaryData["ca-bundle.crt"]` of the `kubeconfig-data` ConfigMap (the only one watched).
@@ -458,27 +513,60 @@ mod tests {
         assert_ne!(a.fingerprint(), c.fingerprint());
     }
 
+    fn render(objects: &ClusterObjects) -> Fingerprint {
+        objects.render_fingerprint(&mut RenderDigests::default())
+    }
+
     #[test]
-    fn node_status_changes_do_not_change_the_fingerprint() {
+    fn node_status_changes_do_not_change_the_render_fingerprint() {
         let node = |rv: &str, ready: &str, role: &str| -> Arc<Lenient<Node>> {
             obj(serde_json::json!({
                 "metadata": {"name": "w1", "resourceVersion": rv,
                              "labels": {"node-role.kubernetes.io/worker": role}},
-                "status": {"conditions": [{"type": "Ready", "status": ready}]}
+                "status": {"conditions": [{"type": "Ready", "status": ready}],
+                           "addresses": [{"type": "InternalIP", "address": format!("10.0.0.{rv}")}]}
             }))
         };
         let with = |n| ClusterObjects {
             nodes: vec![n],
             ..base()
         };
-        let first = with(node("1", "True", "")).fingerprint();
-        assert_eq!(first, with(node("2", "False", "")).fingerprint());
-        assert_ne!(first, with(node("3", "False", "x")).fingerprint());
+        let (first, heartbeat) = (with(node("1", "True", "")), with(node("2", "False", "")));
+        assert_ne!(first.fingerprint(), heartbeat.fingerprint());
+        assert_eq!(render(&first), render(&heartbeat));
+        assert_ne!(render(&first), render(&with(node("3", "False", "x"))));
     }
 
     #[test]
-    fn publisher_writes_and_node_addresses_keep_the_render_fingerprint() {
-        let mcn = |rv: &str, image: Option<&str>, updated: &str| -> Arc<Lenient<MachineConfigNode>> {
+    fn render_digests_are_remembered_per_resource_version() {
+        let node = |rv: &str, role: &str| -> Arc<Lenient<Node>> {
+            obj(serde_json::json!({
+                "metadata": {"name": "w1", "resourceVersion": rv,
+                             "labels": {"node-role.kubernetes.io/worker": role}}
+            }))
+        };
+        let with = |n| ClusterObjects {
+            nodes: vec![n],
+            ..base()
+        };
+        let mut memo = RenderDigests::default();
+        let first = with(node("1", "")).render_fingerprint(&mut memo);
+        assert_eq!(first, with(node("1", "")).render_fingerprint(&mut memo));
+        let relabelled = with(node("2", "x")).render_fingerprint(&mut memo);
+        assert_ne!(first, relabelled);
+        assert_eq!(relabelled, render(&with(node("2", "x"))));
+        // A deleted Node leaves the memo.
+        base().render_fingerprint(&mut memo);
+        assert!(memo.nodes.is_empty());
+    }
+
+    #[test]
+    fn publisher_writes_keep_the_render_fingerprint() {
+        let mcn = |name: &str,
+                   rv: &str,
+                   image: Option<&str>,
+                   updated: &str|
+         -> Arc<Lenient<MachineConfigNode>> {
             let mut status = serde_json::json!({
                 "conditions": [{"type": "Updated", "status": updated, "reason": "r", "message": "",
                                 "lastTransitionTime": "2026-01-01T00:00:00Z"}]
@@ -487,46 +575,26 @@ mod tests {
                 status["configImage"] = serde_json::json!({"currentImage": image});
             }
             obj(serde_json::json!({
-                "metadata": {"name": "w1", "resourceVersion": rv},
-                "spec": {"node": {"name": "w1"}, "pool": {"name": "worker"}, "configVersion": {"desired": "x"}},
+                "metadata": {"name": name, "resourceVersion": rv},
+                "spec": {"node": {"name": name}, "pool": {"name": "worker"}, "configVersion": {"desired": "x"}},
                 "status": status
             }))
         };
-        let node = |address: &str| -> Arc<Lenient<Node>> {
-            obj(serde_json::json!({
-                "metadata": {"name": "w1", "resourceVersion": "1", "labels": {"a": "b"}},
-                "status": {"addresses": [{"type": "InternalIP", "address": address}]}
-            }))
-        };
-        let with = |n, m| ClusterObjects {
-            nodes: vec![n],
-            machine_config_nodes: vec![m],
+        let with = |m: Vec<Arc<Lenient<MachineConfigNode>>>| ClusterObjects {
+            machine_config_nodes: m,
             ..base()
         };
-        let first = with(node("10.0.0.1"), mcn("1", None, "True"));
-        let daemon_wrote = with(node("10.0.0.2"), mcn("2", None, "False"));
+        let first = with(vec![mcn("w1", "1", None, "True")]);
+        let daemon_wrote = with(vec![mcn("w1", "2", None, "False")]);
+        let created = with(vec![
+            mcn("w1", "2", None, "False"),
+            mcn("w2", "3", None, "True"),
+        ]);
         assert_ne!(first.fingerprint(), daemon_wrote.fingerprint());
-        assert_eq!(first.render_fingerprint(), daemon_wrote.render_fingerprint());
-        let new_image = with(node("10.0.0.1"), mcn("3", Some("quay.io/x@sha256:1"), "True"));
-        assert_ne!(first.render_fingerprint(), new_image.render_fingerprint());
-    }
-
-    #[test]
-    fn node_addresses_and_phase_change_the_fingerprint() {
-        // The MachineConfigNode publisher reads them (bootstrap records, provisioning nodes).
-        let node = |address: &str, phase: &str| -> Arc<Lenient<Node>> {
-            obj(serde_json::json!({
-                "metadata": {"name": "w1", "resourceVersion": "1"},
-                "status": {"phase": phase, "addresses": [{"type": "InternalIP", "address": address}]}
-            }))
-        };
-        let with = |n| ClusterObjects {
-            nodes: vec![n],
-            ..base()
-        };
-        let first = with(node("10.0.0.1", "Running")).fingerprint();
-        assert_ne!(first, with(node("10.0.0.2", "Running")).fingerprint());
-        assert_ne!(first, with(node("10.0.0.1", "Pending")).fingerprint());
+        assert_eq!(render(&first), render(&daemon_wrote));
+        assert_eq!(render(&first), render(&created));
+        let new_image = with(vec![mcn("w1", "4", Some("quay.io/x@sha256:1"), "True")]);
+        assert_ne!(render(&first), render(&new_image));
     }
 
     #[test]

@@ -35,7 +35,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use self::build::{build_snapshot, problems, Fingerprint};
+use self::build::{build_snapshot, problems, Fingerprint, RenderDigests};
 use self::kubeconfig::{read_token_dir, KubeconfigInputs};
 pub use self::log_once::ReasonLog;
 pub use self::observe::{ApiReachability, ClusterObserver, NoopObserver};
@@ -161,6 +161,7 @@ pub async fn start(
         kubeconfig: None,
         published: None,
         rendered_from: None,
+        render_digests: RenderDigests::default(),
         generation: 0,
         dirty: true,
     };
@@ -227,6 +228,7 @@ struct Builder {
     published: Option<(Fingerprint, Arc<[u8]>)>,
     /// What renders of the current generation read ([`ClusterObjects::render_fingerprint`]).
     rendered_from: Option<(Fingerprint, Arc<[u8]>)>,
+    render_digests: RenderDigests,
     generation: u64,
     /// A cache changed since the last published snapshot.
     dirty: bool,
@@ -300,7 +302,7 @@ impl Builder {
         // A change no render reads (an MCN the publisher or a daemon wrote, a Node's
         // addresses) is published for the publisher, under the same generation: the payloads
         // rendered so far stay valid and stay cached.
-        let render_fingerprint = objects.render_fingerprint();
+        let render_fingerprint = objects.render_fingerprint(&mut self.render_digests);
         let renders_change = self.rendered_from.as_ref().is_none_or(|(rendered, from)| {
             *rendered != render_fingerprint || !Arc::ptr_eq(from, &kubeconfig)
         });

@@ -324,7 +324,12 @@ where
         .default_backoff()
         .modify(move |object: &mut Lenient<K>| object.modify_object(trim))
         .reflect(writer);
-    tasks.push(tokio::spawn(run_watch(stream, watched, digest, ctx.clone())));
+    tasks.push(tokio::spawn(run_watch(
+        stream,
+        watched,
+        digest,
+        ctx.clone(),
+    )));
     reader
 }
 
@@ -523,6 +528,8 @@ mod tests {
         assert_eq!(
             value,
             serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Node",
                 "metadata": {
                     "name": "w1", "uid": "u1", "resourceVersion": "10",
                     "creationTimestamp": "2026-01-01T00:00:00Z",
