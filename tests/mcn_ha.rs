@@ -414,7 +414,19 @@ fn every_joining_node_gets_the_record_of_the_replica_that_served_it() {
     }
 
     // Each MCN was written once (its create, record included) plus its initial status: never
-    // twice, so never with conflicting data, across both leader changes.
+    // twice, so never with conflicting data, across both leader changes. The status write
+    // follows the create within the publisher's write budget (--mcn-max-writes-per-second).
+    let deadline = Instant::now() + DEADLINE;
+    while (0..=MACHINES).any(|i| {
+        api.get("MachineConfigNode", None, &machine_name(i))
+            .is_none_or(|mcn| mcn["status"].is_null())
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "MCNs without a status after {DEADLINE:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let requests = api.requests();
     for i in 0..=MACHINES {
         let name = machine_name(i);
