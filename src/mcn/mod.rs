@@ -221,6 +221,8 @@ pub fn start(
 /// write budget (`--mcn-max-writes-per-second`) and the `MCS_MCN_*_MS` timing overrides found by
 /// `env` (start-up glue passes
 /// `|k| std::env::var(k).ok()`). An invalid override is an error naming the variable.
+// Each argument is one input of the start-up glue; a struct would only move the list.
+#[allow(clippy::too_many_arguments)]
 pub fn start_for_cluster(
     source: &crate::source::cluster::ClusterSource,
     served: ServedLog,
