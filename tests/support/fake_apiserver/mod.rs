@@ -572,24 +572,8 @@ impl FakeApiServer {
     /// are expanded. Returns the stored objects.
     pub fn load_yaml_str(&self, text: &str) -> Result<Vec<Value>, String> {
         let mut stored = Vec::new();
-        for document in serde_yaml::Deserializer::from_str(text) {
-            let value: Value =
-                serde::Deserialize::deserialize(document).map_err(|e| e.to_string())?;
-            let objects = match value {
-                Value::Null => continue,
-                Value::Object(ref map)
-                    if map.get("kind").and_then(Value::as_str) == Some("List") =>
-                {
-                    map.get("items")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default()
-                }
-                other => vec![other],
-            };
-            for object in objects {
-                stored.push(self.apply_object(&object).map_err(|e| e.to_string())?);
-            }
+        for object in yaml_objects(text)? {
+            stored.push(self.apply_object(&object).map_err(|e| e.to_string())?);
         }
         Ok(stored)
     }
@@ -605,11 +589,8 @@ impl FakeApiServer {
     /// Loads every `*.yaml`, `*.yml` and `*.json` file under `dir` (recursively, sorted by
     /// path).
     pub fn load_yaml_dir(&self, dir: impl AsRef<Path>) -> Result<Vec<Value>, String> {
-        let mut files = Vec::new();
-        collect_files(dir.as_ref(), &mut files)?;
-        files.sort();
         let mut stored = Vec::new();
-        for file in files {
+        for file in yaml_files(dir.as_ref())? {
             stored.extend(self.load_yaml_file(&file)?);
         }
         Ok(stored)
@@ -636,6 +617,36 @@ impl Drop for FakeApiServer {
             );
         }
     }
+}
+
+/// The objects of a YAML (or JSON) text: several documents, `kind: List` expanded, empty
+/// documents skipped.
+pub fn yaml_objects(text: &str) -> Result<Vec<Value>, String> {
+    let mut objects = Vec::new();
+    for document in serde_yaml::Deserializer::from_str(text) {
+        let value: Value = serde::Deserialize::deserialize(document).map_err(|e| e.to_string())?;
+        match value {
+            Value::Null => {}
+            Value::Object(ref map) if map.get("kind").and_then(Value::as_str) == Some("List") => {
+                objects.extend(
+                    map.get("items")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default(),
+                );
+            }
+            other => objects.push(other),
+        }
+    }
+    Ok(objects)
+}
+
+/// Every `*.yaml`, `*.yml` and `*.json` file under `dir` (recursively), sorted by path.
+pub fn yaml_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut files = Vec::new();
+    collect_files(dir, &mut files)?;
+    files.sort();
+    Ok(files)
 }
 
 fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {

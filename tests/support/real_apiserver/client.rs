@@ -9,14 +9,14 @@
 //! server this machine has); with `KUBEBUILDER_ASSETS` they run against kube-apiserver.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use super::process;
-use crate::support::fake_apiserver::{ApiError, Scope, FIXTURE_MANAGER};
+use crate::support::fake_apiserver::{yaml_files, yaml_objects, ApiError, Scope, FIXTURE_MANAGER};
 
 /// A served resource, from discovery.
 #[derive(Clone, Debug)]
@@ -126,11 +126,8 @@ impl ApiClient {
             namespaced: false,
             status_subresource: true,
         };
-        let mut files = Vec::new();
-        collect_yaml(dir, &mut files)?;
-        files.sort();
         let mut names = Vec::new();
-        for file in files {
+        for file in yaml_files(dir)? {
             let text =
                 std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
             for crd in yaml_objects(&text)? {
@@ -561,11 +558,8 @@ impl ApiClient {
     }
 
     pub fn load_yaml_dir(&self, dir: impl AsRef<Path>) -> Result<Vec<Value>, String> {
-        let mut files = Vec::new();
-        collect_yaml(dir.as_ref(), &mut files)?;
-        files.sort();
         let mut stored = Vec::new();
-        for file in files {
+        for file in yaml_files(dir.as_ref())? {
             stored.extend(self.load_yaml_file(&file)?);
         }
         Ok(stored)
@@ -656,40 +650,3 @@ const KNOWN_REASONS: &[&str] = &[
     "Expired",
     "ServiceUnavailable",
 ];
-
-/// The objects of a YAML (or JSON) text: several documents, `kind: List` expanded.
-pub fn yaml_objects(text: &str) -> Result<Vec<Value>, String> {
-    let mut objects = Vec::new();
-    for document in serde_yaml::Deserializer::from_str(text) {
-        let value: Value = serde::Deserialize::deserialize(document).map_err(|e| e.to_string())?;
-        match value {
-            Value::Null => {}
-            Value::Object(ref map) if map.get("kind").and_then(Value::as_str) == Some("List") => {
-                objects.extend(
-                    map.get("items")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default(),
-                );
-            }
-            other => objects.push(other),
-        }
-    }
-    Ok(objects)
-}
-
-fn collect_yaml(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    for entry in entries {
-        let path = entry.map_err(|e| e.to_string())?.path();
-        if path.is_dir() {
-            collect_yaml(&path, files)?;
-        } else if matches!(
-            path.extension().and_then(|e| e.to_str()),
-            Some("yaml" | "yml" | "json")
-        ) {
-            files.push(path);
-        }
-    }
-    Ok(())
-}
