@@ -545,13 +545,12 @@ pub fn start(
         mut leading,
         mut notices,
     } = inputs;
-    tokio::spawn(async move {
+    let run = async move {
         let mut notices_open = true;
         loop {
             // Notices first: what requests reported is published before a later state change.
             let wake = tokio::select! {
                 biased;
-                _ = shutdown.wait_for(|stop| *stop) => Wake::Stop,
                 notice = notices.recv(), if notices_open => match notice {
                     Some(notice) => Wake::Notice(Box::new(notice)),
                     None => Wake::NoticesClosed,
@@ -610,6 +609,15 @@ pub fn start(
                 emitter.publish(planned).await;
             }
             emitter.reported = Some(states);
+        }
+    };
+    // Shutdown ends the task at once, also while Event writes wait for a slow or unreachable
+    // API (each may take up to PUBLISH_TIMEOUT, and a state change can plan one per pool).
+    tokio::spawn(async move {
+        tokio::select! {
+            biased;
+            _ = shutdown.wait_for(|stop| *stop) => {}
+            () = run => {}
         }
     })
 }
@@ -799,6 +807,47 @@ mod tests {
             }
         }
         assert_eq!(announced, 1);
+    }
+
+    /// An API server that accepts connections and never answers: an Event write hangs until
+    /// its timeout. Shutdown must not wait for it.
+    #[tokio::test]
+    async fn shutdown_ends_the_task_while_an_event_write_hangs() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let (_notices, receiver) = EventNotices::channel(metrics.clone());
+        let (snapshot_tx, snapshots) = watch::channel(Arc::new(Snapshot::empty(Mode::Cluster)));
+        let (_ready_tx, ready) = watch::channel(true);
+        let (_leading_tx, leading) = watch::channel(true);
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        let task = start(
+            client,
+            "replica-0",
+            metrics,
+            EventInputs {
+                snapshots,
+                ready,
+                leading,
+                notices: receiver,
+            },
+            shutdown,
+        );
+        // A held layered pool: its Event is written, and the write hangs.
+        snapshot_tx.send_replace(Arc::new(snapshot(Vec::new())));
+        let (_connection, _) = listener.accept().await.unwrap();
+        let asked = Instant::now();
+        shutdown_tx.send_replace(true);
+        tokio::time::timeout(PUBLISH_TIMEOUT, task)
+            .await
+            .expect("the task ends on shutdown, not after the write's timeout")
+            .unwrap();
+        assert!(
+            asked.elapsed() < PUBLISH_TIMEOUT / 2,
+            "{:?}",
+            asked.elapsed()
+        );
     }
 
     #[tokio::test]
