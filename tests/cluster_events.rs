@@ -19,7 +19,7 @@ mod support;
 use std::time::Duration;
 
 use cluster_support::{
-    copy_rendered_config, load_realistic_cluster, pool_at, token_dir, APISERVER_URL,
+    copy_rendered_config, lease_holder, load_realistic_cluster, pool_at, token_dir, APISERVER_URL,
     WORKER_RENDERED,
 };
 use mcs::{poll, Server};
@@ -108,17 +108,7 @@ fn events_come_once_per_state_change_from_the_lease_holder_only() {
             (mcs::request(server.metrics, None, "GET", "/readyz", &[]).status == 200).then_some(())
         });
     }
-    let holder = poll("a lease holder", DEADLINE, || {
-        let lease = api.get(
-            "Lease",
-            Some("openshift-machine-config-operator"),
-            "machine-config-server-mcn-publisher",
-        )?;
-        lease["spec"]["holderIdentity"]
-            .as_str()
-            .filter(|h| !h.is_empty())
-            .map(str::to_owned)
-    });
+    let holder = poll("a lease holder", DEADLINE, || lease_holder(&api));
     let (leader, follower) = if holder == format!("mcs-a_{}", a.pid()) {
         (&a, &b)
     } else {

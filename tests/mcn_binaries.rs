@@ -16,15 +16,15 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use cluster_support::{load_realistic_cluster, token_dir, APISERVER_URL, MCO_NAMESPACE};
+use cluster_support::{
+    lease_holder, load_realistic_cluster, token_dir, worker_node, APISERVER_URL,
+};
 use machine_config_server::mcn;
 use mcs::{poll, Server};
-use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options};
 
 const DEADLINE: Duration = Duration::from_secs(15);
 const MCN: &str = "MachineConfigNode";
-const LEASE_NAME: &str = "machine-config-server-mcn-publisher";
 const CREATED: &str = "created MachineConfigNode";
 const POD_A: &str = "mcs-replica-a";
 const POD_B: &str = "mcs-replica-b";
@@ -43,31 +43,6 @@ fn start_replica(api: &ApiServer, tokens: &tempfile::TempDir, pod: &str) -> Serv
             (mcn::ENV_RETRY_PERIOD_MS, "500"),
         ],
     )
-}
-
-/// A worker Node as the kubelet registers it.
-fn worker_node(name: &str, ip: &str) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {
-            "kubernetes.io/hostname": name,
-            "kubernetes.io/os": "linux",
-            "node-role.kubernetes.io/worker": ""
-        }},
-        "status": {"addresses": [
-            {"type": "InternalIP", "address": ip},
-            {"type": "Hostname", "address": name}
-        ]}
-    })
-}
-
-fn lease_holder(api: &ApiServer) -> Option<String> {
-    let lease = api.get("Lease", Some(MCO_NAMESPACE), LEASE_NAME)?;
-    lease["spec"]["holderIdentity"]
-        .as_str()
-        .filter(|holder| !holder.is_empty())
-        .map(str::to_string)
 }
 
 fn identity(pod: &str, server: &Server) -> String {

@@ -23,7 +23,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cluster_support::{load_realistic_cluster, token_dir, APISERVER_URL, MCO_NAMESPACE};
+use cluster_support::{
+    lease_holder, load_realistic_cluster, token_dir, worker_node, APISERVER_URL, MCO_NAMESPACE,
+};
 use machine_config_server::mcn;
 use mcs::{poll, Server};
 use serde_json::{json, Value};
@@ -34,7 +36,6 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 const DEADLINE: Duration = Duration::from_secs(30);
 const MACHINES: usize = 30;
 const REPLICAS: usize = 3;
-const LEASE_NAME: &str = "machine-config-server-mcn-publisher";
 const RECORDS: &str = mcn::exchange::DEFAULT_NAME;
 const ANNOTATION: &str = "mcs.machineconfiguration.openshift.io/";
 const IGNITION_3_5: &str = "application/vnd.coreos.ignition+json;version=3.5.0";
@@ -149,30 +150,6 @@ fn served_rendered_config(config: &Value) -> String {
         .as_str()
         .unwrap()
         .to_string()
-}
-
-fn worker_node(name: &str, ip: IpAddr) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {
-            "kubernetes.io/hostname": name,
-            "kubernetes.io/os": "linux",
-            "node-role.kubernetes.io/worker": ""
-        }},
-        "status": {"addresses": [
-            {"type": "InternalIP", "address": ip.to_string()},
-            {"type": "Hostname", "address": name}
-        ]}
-    })
-}
-
-fn lease_holder(api: &ApiServer) -> Option<String> {
-    let lease = api.get("Lease", Some(MCO_NAMESPACE), LEASE_NAME)?;
-    lease["spec"]["holderIdentity"]
-        .as_str()
-        .filter(|holder| !holder.is_empty())
-        .map(str::to_string)
 }
 
 /// Records in the shared ConfigMap, per replica key.

@@ -132,3 +132,34 @@ pub fn pool_at(api: &impl FixtureApi, name: &str, rendered: &str) {
     pool["status"]["configuration"]["name"] = json!(rendered);
     api.apply_object(&pool).unwrap();
 }
+
+/// A worker Node as a kubelet registers it: hostname, OS and worker role labels, `ip` as its
+/// `InternalIP`.
+pub fn worker_node(name: &str, ip: impl std::fmt::Display) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "node-role.kubernetes.io/worker": ""
+        }},
+        "status": {"addresses": [
+            {"type": "InternalIP", "address": ip.to_string()},
+            {"type": "Hostname", "address": name}
+        ]}
+    })
+}
+
+/// The holder of the MachineConfigNode publisher's Lease (`<pod>_<pid>`), if any.
+pub fn lease_holder(api: &impl FixtureApi) -> Option<String> {
+    let lease = api.get(
+        "Lease",
+        Some(machine_config_server::mcn::lease::DEFAULT_NAMESPACE),
+        machine_config_server::mcn::lease::DEFAULT_NAME,
+    )?;
+    lease["spec"]["holderIdentity"]
+        .as_str()
+        .filter(|holder| !holder.is_empty())
+        .map(str::to_string)
+}
