@@ -363,7 +363,6 @@ async fn watch_shared(
     let stream = watcher::watcher(api, config).default_backoff();
     let mut stream = std::pin::pin!(stream);
     let mut listing: Option<ConfigMap> = None;
-    let mut current: Option<ConfigMap> = None;
     let mut listed = false;
     loop {
         let item = tokio::select! {
@@ -371,20 +370,27 @@ async fn watch_shared(
             item = stream.next() => item,
         };
         let Some(item) = item else { return };
-        match item {
-            Ok(Event::Init) => listing = None,
-            Ok(Event::InitApply(object)) => listing = Some(object),
-            Ok(Event::InitDone) => {
-                current = listing.take();
-                listed = true;
+        // A re-list in progress changes nothing until it is done (no wake-up of the publisher).
+        let current = match item {
+            Ok(Event::Init) => {
+                listing = None;
+                continue;
             }
-            Ok(Event::Apply(object)) => current = Some(object),
-            Ok(Event::Delete(_)) => current = None,
+            Ok(Event::InitApply(object)) => {
+                listing = Some(object);
+                continue;
+            }
+            Ok(Event::InitDone) => {
+                listed = true;
+                listing.take()
+            }
+            Ok(Event::Apply(object)) => Some(object),
+            Ok(Event::Delete(_)) => None,
             Err(error) => {
                 debug!(%error, "served-records watch interrupted; retrying with backoff");
                 continue;
             }
-        }
+        };
         if listed {
             view.send_replace(Arc::new(view_of(current.as_ref())));
         }
