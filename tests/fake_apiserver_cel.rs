@@ -13,7 +13,7 @@ mod support;
 
 use serde_json::{json, Value};
 use support::fake_apiserver::cel::{check_rule, compile, rules_of, validate};
-use support::fake_apiserver::{real_crds, ApiError, FakeApiServer, Options, Scope};
+use support::fake_apiserver::{real_crds, yaml_objects, ApiError, FakeApiServer, Options, Scope};
 
 const WIDGET_CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
@@ -909,11 +909,7 @@ fn the_projects_own_fixtures_pass_the_real_crds_rules() {
     }
     let mut kinds = Vec::new();
     for (name, text) in texts {
-        for document in serde_yaml::Deserializer::from_str(&text) {
-            let object: Value = serde::Deserialize::deserialize(document).expect("YAML");
-            if object.is_null() {
-                continue;
-            }
+        for object in yaml_objects(&text).expect("YAML") {
             // Two ControllerConfigs share their name: each is checked on its own.
             if let (Some(kind), Some(object_name)) =
                 (object["kind"].as_str(), object["metadata"]["name"].as_str())
