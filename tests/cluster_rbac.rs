@@ -173,17 +173,16 @@ fn node(name: &str) -> Value {
 
 #[test]
 fn rbac_grants_exactly_the_calls_the_server_makes() {
-    // Short MachineConfigNode publisher timings so that the Lease is renewed during the run
-    // (the binary reads these at start-up; the other test of this file sets the same values).
-    for (key, millis) in MCN_TIMINGS {
-        std::env::set_var(key, millis);
-    }
     let api = ApiServer::start(Options::default());
     load_realistic_cluster(&api);
     pool_at(&api, "broken", "rendered-broken-missing");
     let tokens = token_dir();
-    let mut server =
-        Server::start_cluster(api.kubeconfig_file(), APISERVER_URL, tokens.path(), &[]);
+    let mut server = Server::start_cluster(
+        api.kubeconfig_file(),
+        APISERVER_URL,
+        tokens.path(),
+        MCN_TIMINGS,
+    );
     poll("ready", DEADLINE, || {
         (mcs::request(server.metrics, None, "GET", "/readyz", &[]).status == 200).then_some(())
     });
