@@ -232,7 +232,13 @@ fn metrics_are_scraped_through_the_authorizing_proxy() {
         .and_then(|s| s.template.metadata.as_ref())
         .and_then(|m| m.labels.clone())
         .unwrap_or_default();
-    for (key, value) in spec.selector.iter().flatten() {
+    // An empty selector would select no pods (a Service) or every Service (a ServiceMonitor).
+    let selector = spec.selector.clone().unwrap_or_default();
+    assert!(
+        !selector.is_empty(),
+        "the Service selects the pods by label"
+    );
+    for (key, value) in &selector {
         assert_eq!(template_labels.get(key), Some(value), "selects the pods");
     }
     let service_port = spec.ports.iter().flatten().next().expect("a port");
@@ -250,10 +256,14 @@ fn metrics_are_scraped_through_the_authorizing_proxy() {
     let monitor = &monitors[0];
     assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
     let service_labels = service.metadata.labels.clone().unwrap_or_default();
-    for (key, value) in monitor["spec"]["selector"]["matchLabels"]
+    let match_labels = monitor["spec"]["selector"]["matchLabels"]
         .as_object()
-        .expect("matchLabels")
-    {
+        .expect("matchLabels");
+    assert!(
+        !match_labels.is_empty(),
+        "the ServiceMonitor selects by label"
+    );
+    for (key, value) in match_labels {
         assert_eq!(service_labels.get(key).map(String::as_str), value.as_str());
     }
     let endpoint = &monitor["spec"]["endpoints"][0];
