@@ -43,7 +43,9 @@ use tracing::{debug, info, warn};
 
 use super::desired::{annotations, InitialStatus};
 use super::exchange::SharedView;
-use super::matching::{match_node, nodes_by_address, BootstrapMatch, MergedRecords, ServedLookup};
+use super::matching::{
+    match_node, nodes_by_address, BootstrapMatch, MergedRecords, ServedLookup, UnknownReason,
+};
 use super::plan::{plan, Action, World};
 use super::rate::{self, WriteBudget};
 use super::served::ServedLog;
@@ -416,11 +418,8 @@ impl Reconciler {
             return;
         };
         if let Some(reason) = annotations.get(annotations::BOOTSTRAP_SOURCE_UNKNOWN) {
-            let reason = match reason.as_str() {
-                "address-of-another-node" => "address-of-another-node",
-                "address-served-different-configs" => "address-served-different-configs",
-                _ => "other",
-            };
+            // A label value from our own reasons only (the annotation is on the object).
+            let reason = UnknownReason::parse(reason).map_or("other", UnknownReason::as_str);
             self.metrics.mcn_records("unmatched", reason, 1);
             info!(mcn = %action.name(), reason, address = annotations.get(annotations::BOOTSTRAP_ADDRESS).map(String::as_str).unwrap_or_default(), "bootstrap record source unknown: records exist for the node's address but cannot be told to be its own");
         } else if annotations.contains_key(annotations::BOOTSTRAP_SERVED_AT) {

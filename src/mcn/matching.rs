@@ -147,6 +147,18 @@ pub enum UnknownReason {
 }
 
 impl UnknownReason {
+    pub const ALL: [UnknownReason; 2] = [
+        UnknownReason::AddressOfAnotherNode,
+        UnknownReason::AddressServedDifferentConfigs,
+    ];
+
+    /// The reason an annotation value names, if it is one of ours.
+    pub fn parse(value: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|reason| reason.as_str() == value)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             UnknownReason::AddressOfAnotherNode => "address-of-another-node",

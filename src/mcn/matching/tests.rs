@@ -239,3 +239,11 @@ fn a_plain_lookup_matches_without_a_replica_name() {
     assert_eq!(bootstrap.served_by, None);
     assert!(bootstrap.also_served_by.is_empty());
 }
+
+#[test]
+fn unknown_reasons_parse_back_from_their_annotation_values() {
+    for reason in UnknownReason::ALL {
+        assert_eq!(UnknownReason::parse(reason.as_str()), Some(reason));
+    }
+    assert_eq!(UnknownReason::parse("written-by-hand"), None);
+}
