@@ -684,6 +684,16 @@ mod tests {
         }))
     }
 
+    fn worker_record() -> ServedRecord {
+        ServedRecord {
+            pool: "worker".into(),
+            rendered_config: "rendered-worker-1".into(),
+            image: None,
+            spec_version: SpecVersion::V3_4,
+            served_at: std::time::SystemTime::UNIX_EPOCH,
+        }
+    }
+
     fn summary(events: &[PlannedEvent]) -> Vec<(String, String)> {
         events
             .iter()
@@ -782,13 +792,7 @@ mod tests {
         for _ in 0..QUEUE {
             notices.rendered("worker", SpecVersion::V3_4);
         }
-        let record = ServedRecord {
-            pool: "worker".into(),
-            rendered_config: "rendered-worker-1".into(),
-            image: None,
-            spec_version: SpecVersion::V3_4,
-            served_at: std::time::SystemTime::UNIX_EPOCH,
-        };
+        let record = worker_record();
         let node = validating_node();
         notices.first_config_served(&node, &record);
         let dropped = metrics.encode();
@@ -853,13 +857,7 @@ mod tests {
     #[tokio::test]
     async fn a_node_is_announced_once() {
         let (notices, mut receiver) = EventNotices::channel(Arc::new(Metrics::new()));
-        let record = ServedRecord {
-            pool: "worker".into(),
-            rendered_config: "rendered-worker-1".into(),
-            image: None,
-            spec_version: SpecVersion::V3_4,
-            served_at: std::time::SystemTime::UNIX_EPOCH,
-        };
+        let record = worker_record();
         let node = validating_node();
         for _ in 0..100 {
             notices.first_config_served(&node, &record);
