@@ -1177,14 +1177,20 @@ async fn raw(
     content_type: &str,
     body: &str,
 ) -> (u16, Value) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(server.address())
-        .await
-        .expect("connect");
     let request = format!(
         "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
+    send(server, &request).await
+}
+
+/// Sends one complete HTTP/1.1 request (`Connection: close`); the status code and the body
+/// parsed as JSON (Null if not).
+async fn send(server: &FakeApiServer, request: &str) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(server.address())
+        .await
+        .expect("connect");
     stream.write_all(request.as_bytes()).await.expect("write");
     let mut response = Vec::new();
     stream.read_to_end(&mut response).await.expect("read");
@@ -1740,23 +1746,9 @@ async fn metadata_only_list_get_and_watch() {
 }
 
 async fn raw_with_accept(server: &FakeApiServer, path: &str, accept: &str) -> (u16, Value) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(server.address())
-        .await
-        .expect("connect");
     let request =
         format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAccept: {accept}\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("write");
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).await.expect("read");
-    let text = String::from_utf8_lossy(&response);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let code = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, serde_json::from_str(body).unwrap_or(Value::Null))
+    send(server, &request).await
 }
 
 // --- Field ownership, status subresource, generation and defaults, as Kubernetes does them ---
@@ -1769,10 +1761,6 @@ async fn raw_with_headers(
     headers: &[(&str, &str)],
     body: &Value,
 ) -> (u16, Value) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(server.address())
-        .await
-        .expect("connect");
     let body = if body.is_null() {
         String::new()
     } else {
@@ -1795,20 +1783,7 @@ async fn raw_with_headers(
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
-    stream
-        .write_all(format!("{head}\r\n{body}").as_bytes())
-        .await
-        .expect("write");
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).await.expect("read");
-    let text = String::from_utf8_lossy(&response);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let code = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, serde_json::from_str(body).unwrap_or(Value::Null))
+    send(server, &format!("{head}\r\n{body}")).await
 }
 
 /// `(manager, operation, subresource)` of every managedFields entry, in the stored order.
