@@ -388,6 +388,26 @@ fn kubernetes_library_functions_follow_kubernetes() {
     assert!(!holds("isCIDR(self)", "10.0.0.0"));
     assert!(holds("isURL(self)", "https://example.com/x"));
     assert!(!holds("isURL(self)", "example.com"));
+    // Kubernetes' own examples (library/urls.go), then what Go's ParseRequestURI checks.
+    assert!(holds(
+        "isURL(self)",
+        "https://user:pass@example.com:80/path?query=val#fragment"
+    ));
+    assert!(holds("isURL(self)", "/absolute-path"));
+    assert!(!holds("isURL(self)", "https://a:b:c/"));
+    assert!(!holds("isURL(self)", "../relative-path"));
+    assert!(holds(
+        "isURL(self)",
+        "https://example.com/path with spaces/"
+    ));
+    assert!(holds("isURL(self)", "https://[fd00::1]:6443/healthz"));
+    assert!(holds("isURL(self)", "urn:isbn:0451450523"));
+    assert!(!holds("isURL(self)", "https://exa mple.com/"));
+    assert!(!holds("isURL(self)", "https://example.com:80a/"));
+    assert!(!holds("isURL(self)", "https://example.com/%zz"));
+    assert!(!holds("isURL(self)", "https://[fd00::1/"));
+    assert!(!holds("isURL(self)", "https://ex%41mple.com/"));
+    assert!(!holds("isURL(self)", "https://example.com\tab/"));
     // Formats.
     assert!(holds(
         "!format.dns1123Label().validate(self).hasValue()",

@@ -539,21 +539,133 @@ fn prefix_length(ftx: &FunctionContext, This(this): This<Cel>) -> Outcome {
     Ok(Cel::Int(i64::from(bits)))
 }
 
-/// Kubernetes `isURL`: Go's `url.ParseRequestURI` succeeds (an absolute URI with a scheme, or
-/// an absolute path), without a fragment.
+/// Kubernetes `isURL`: Go's `url.ParseRequestURI` succeeds. Its rules: no control bytes; a
+/// scheme (a letter, then letters, digits, `+`, `-`, `.`) or else an absolute path; the query
+/// starts at the first `?` and is not checked (a `#fragment` after it or after the path is
+/// accepted: request URIs have no fragment, so `#` is just a character there); after
+/// `scheme://` the authority (userinfo `@` host `:` port) is checked as `parseAuthority` does;
+/// a path's `%` escapes must be well formed. Without `//` a scheme takes anything as opaque
+/// data (`urn:isbn:1`, `localhost:8080`).
 fn is_url(text: &str) -> bool {
-    if text.contains('#') || text.chars().any(|c| c.is_ascii_control() || c == ' ') {
+    if text.is_empty() || text.bytes().any(|b| b < 0x20 || b == 0x7f) {
         return false;
     }
-    if text.starts_with('/') {
+    if text == "*" {
         return true;
     }
-    let Some((scheme, _rest)) = text.split_once(':') else {
+    let Some((scheme, rest)) = url_scheme(text) else {
         return false;
     };
-    let mut chars = scheme.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    let rest = rest.split_once('?').map_or(rest, |(before, _query)| before);
+    if !rest.starts_with('/') {
+        return !scheme.is_empty();
+    }
+    let mut path = rest;
+    if !scheme.is_empty() {
+        if let Some(after) = rest.strip_prefix("//") {
+            let (authority, after_authority) =
+                after.split_at(after.find('/').unwrap_or(after.len()));
+            if !url_authority_ok(authority) {
+                return false;
+            }
+            path = after_authority;
+        }
+    }
+    url_escapes_ok(path, Escapes::Other)
+}
+
+/// Go's `getScheme`: `Some(("", text))` when there is none, `None` for a leading `:`.
+fn url_scheme(text: &str) -> Option<(&str, &str)> {
+    for (i, c) in text.char_indices() {
+        match c {
+            'a'..='z' | 'A'..='Z' => {}
+            '0'..='9' | '+' | '-' | '.' if i > 0 => {}
+            ':' if i == 0 => return None,
+            ':' => return Some((&text[..i], &text[i + 1..])),
+            _ => return Some(("", text)),
+        }
+    }
+    Some(("", text))
+}
+
+/// Go's `parseAuthority` and `parseHost`.
+fn url_authority_ok(authority: &str) -> bool {
+    let (userinfo, host) = match authority.rfind('@') {
+        Some(at) => (Some(&authority[..at]), &authority[at + 1..]),
+        None => (None, authority),
+    };
+    let userinfo_ok = userinfo.is_none_or(|userinfo| {
+        userinfo
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-._:~!$&'()*+,;=%@".contains(c))
+            && url_escapes_ok(userinfo, Escapes::Other)
+    });
+    if !userinfo_ok {
+        return false;
+    }
+    let port_ok = |port: &str| {
+        port.is_empty()
+            || port
+                .strip_prefix(':')
+                .is_some_and(|digits| digits.bytes().all(|b| b.is_ascii_digit()))
+    };
+    if host.starts_with('[') {
+        let Some(close) = host.rfind(']') else {
+            return false;
+        };
+        if !port_ok(&host[close + 1..]) {
+            return false;
+        }
+        // An IPv6 zone (from `%25` up to `]`) may escape any byte.
+        if let Some(zone) = host[..close].find("%25") {
+            return url_escapes_ok(&host[..zone], Escapes::Host)
+                && url_escapes_ok(&host[zone..close], Escapes::Zone)
+                && url_escapes_ok(&host[close..], Escapes::Host);
+        }
+    } else if let Some(colon) = host.rfind(':') {
+        if !port_ok(&host[colon..]) {
+            return false;
+        }
+    }
+    url_escapes_ok(host, Escapes::Host)
+}
+
+/// Which part of a URL Go's `unescape` reads.
+#[derive(Clone, Copy, PartialEq)]
+enum Escapes {
+    Host,
+    Zone,
+    /// Path or userinfo: only the `%` escapes are checked.
+    Other,
+}
+
+/// Go's `unescape`: every `%` starts two hex digits; in a host or zone only unreserved and
+/// sub-delimiter characters and `:[]<>"` stand unescaped (non-ASCII bytes too), and a host's
+/// `%` may encode only non-ASCII bytes (or be `%25`).
+fn url_escapes_ok(text: &str, mode: Escapes) -> bool {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'%' {
+            let hex = |k: usize| bytes.get(k).is_some_and(u8::is_ascii_hexdigit);
+            if !hex(i + 1) || !hex(i + 2) {
+                return false;
+            }
+            if mode == Escapes::Host && bytes[i + 1] < b'8' && &bytes[i..i + 3] != b"%25" {
+                return false;
+            }
+            i += 3;
+            continue;
+        }
+        let unescaped_ok =
+            b >= 0x80 || b.is_ascii_alphanumeric() || b"!$&'()*+,;=:[]<>\"-_.~".contains(&b);
+        if mode != Escapes::Other && !unescaped_ok {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 fn format_of(target: Cel, name: &str) -> Outcome {
