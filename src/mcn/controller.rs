@@ -43,9 +43,7 @@ use tracing::{debug, info, warn};
 
 use super::desired::{annotations, InitialStatus};
 use super::exchange::SharedView;
-use super::matching::{
-    match_node, nodes_by_address, BootstrapMatch, MergedRecords, ServedLookup, UnknownReason,
-};
+use super::matching::{MergedRecords, UnknownReason};
 use super::plan::{plan, Action, World};
 use super::rate::{self, WriteBudget};
 use super::served::ServedLog;
@@ -303,7 +301,9 @@ impl Reconciler {
         let merged = self.records.merged(SystemTime::now());
         self.metrics.set_mcn_records_merged(merged.len());
         let plan = plan(&world, &merged, self.config_image_declared);
-        self.announce_first_configs(&world, &merged);
+        for (node, record) in &plan.matched {
+            self.events.first_config_served(node, record);
+        }
         self.warn_unpooled(&plan.unpooled);
 
         let cached_versions: HashMap<&str, Option<&str>> = world
@@ -430,17 +430,6 @@ impl Reconciler {
                 address = annotations.get(annotations::BOOTSTRAP_ADDRESS).map(String::as_str).unwrap_or_default(),
                 "bootstrap record written"
             );
-        }
-    }
-
-    /// The Kubernetes Events hook: every Node matched to a served record (the same match as
-    /// its bootstrap record) gets its `FirstConfigServed` event, once per Node.
-    fn announce_first_configs(&self, world: &World<'_>, served: &impl ServedLookup) {
-        let owners = nodes_by_address(world.nodes.iter().map(Arc::as_ref));
-        for node in world.nodes.iter() {
-            if let BootstrapMatch::Matched(bootstrap) = match_node(node, served, &owners) {
-                self.events.first_config_served(node, &bootstrap.record);
-            }
         }
     }
 

@@ -35,6 +35,7 @@ use super::desired::{
     node_name, InitialStatus, NodeInputs, PoolServing, NOT_YET_SET,
 };
 use super::matching::{match_node, nodes_by_address, BootstrapMatch, ServedLookup};
+use super::served::ServedRecord;
 use crate::api::machineconfignode::{MachineConfigNode, MachineConfigNodeSpec, SpecConfigVersion};
 use crate::render::layered::selector::{primary_pool, PoolSelector};
 use crate::render::layered::{self};
@@ -152,6 +153,9 @@ pub struct Plan {
     pub actions: Vec<Action>,
     /// Nodes that get no MCN because they have no primary pool.
     pub unpooled: Vec<String>,
+    /// Nodes matched to the record of what their machine was served (the match their
+    /// bootstrap record is written from), for the `FirstConfigServed` Event.
+    pub matched: Vec<(Arc<Node>, ServedRecord)>,
 }
 
 /// Decides the writes for `world` (see the module docs). `served` looks up what every replica
@@ -163,7 +167,7 @@ pub fn plan(world: &World<'_>, served: impl ServedLookup, config_image_declared:
         .iter()
         .filter_map(|mcn| Some((mcn.metadata.name.as_deref()?, mcn.as_ref())))
         .collect();
-    let mut nodes: Vec<&Node> = world.nodes.iter().map(Arc::as_ref).collect();
+    let mut nodes: Vec<&Arc<Node>> = world.nodes.iter().collect();
     // Newest first: the controller spends a write budget in plan order, so a machine that just
     // joined gets its MCN before a backlog of older Nodes is worked through.
     let created = |node: &Node| node.metadata.creation_timestamp.as_ref().map(|t| t.0);
@@ -173,10 +177,11 @@ pub fn plan(world: &World<'_>, served: impl ServedLookup, config_image_declared:
             .then_with(|| node_name(a).cmp(node_name(b)))
     });
 
-    let owners = nodes_by_address(nodes.iter().copied());
+    let owners = nodes_by_address(nodes.iter().map(|node| node.as_ref()));
     let mut out = Plan::default();
     let empty = BTreeMap::new();
-    for node in &nodes {
+    for &arc in &nodes {
+        let node: &Node = arc;
         let name = node_name(node);
         if name.is_empty() || is_provisioning(node) || node.metadata.deletion_timestamp.is_some() {
             continue;
@@ -189,6 +194,10 @@ pub fn plan(world: &World<'_>, served: impl ServedLookup, config_image_declared:
             continue;
         };
         let matched = match_node(node, &served, &owners);
+        if let BootstrapMatch::Matched(bootstrap) = &matched {
+            out.matched
+                .push((Arc::clone(arc), bootstrap.record.clone()));
+        }
         let (bootstrap, source_unknown) = match &matched {
             BootstrapMatch::NoRecord => (None, None),
             BootstrapMatch::Matched(bootstrap) => (Some(bootstrap), None),

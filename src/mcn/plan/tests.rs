@@ -253,6 +253,13 @@ fn a_bootstrap_record_found_later_is_filled_in() {
     let a = mcn.metadata.annotations.as_ref().unwrap();
     assert_eq!(a[annotations::BOOTSTRAP_CONFIG], "rendered-worker-1");
     assert_eq!(a[annotations::CREATED_BY], annotations::CREATED_BY_VALUE);
+    // The same match names the node for its FirstConfigServed Event.
+    let matched: Vec<(&str, &str)> = plan
+        .matched
+        .iter()
+        .map(|(node, record)| (node_name(node), record.rendered_config.as_str()))
+        .collect();
+    assert_eq!(matched, [("w1", "rendered-worker-1")]);
 
     // Once recorded, nothing more to do.
     let mut done = (*existing[0]).clone();
@@ -422,6 +429,7 @@ fn a_shared_address_gives_source_unknown_never_another_machines_record() {
         assert!(!a.contains_key(annotations::BOOTSTRAP_CONFIG), "{a:?}");
         assert!(desired::has_bootstrap_record(mcn));
     }
+    assert!(plan.matched.is_empty(), "{:?}", plan.matched);
 
     // Our MCN without a record learns that the source is unknown once, then is left alone.
     let nodes = [
