@@ -53,6 +53,24 @@ struct Inner {
     by_age: BTreeMap<u64, IpAddr>,
 }
 
+impl Inner {
+    /// Remembers `record` for the (canonical) `address`, forgetting the oldest when full.
+    fn insert(&mut self, address: IpAddr, record: ServedRecord) {
+        let sequence = self.next_sequence;
+        self.next_sequence += 1;
+        if let Some((old_sequence, _)) = self.by_address.insert(address, (sequence, record)) {
+            self.by_age.remove(&old_sequence);
+        }
+        self.by_age.insert(sequence, address);
+        while self.by_address.len() > self.capacity {
+            let Some((_, oldest)) = self.by_age.pop_first() else {
+                break;
+            };
+            self.by_address.remove(&oldest);
+        }
+    }
+}
+
 impl Default for ServedLog {
     fn default() -> Self {
         Self::with_capacity(DEFAULT_CAPACITY)
@@ -76,20 +94,7 @@ impl ServedLog {
     /// full. IPv4-mapped IPv6 addresses (`::ffff:a.b.c.d`, seen on dual-stack listeners) are
     /// stored as the IPv4 address a Node reports.
     pub fn record(&self, address: IpAddr, record: ServedRecord) {
-        let address = address.to_canonical();
-        let mut inner = self.lock();
-        let sequence = inner.next_sequence;
-        inner.next_sequence += 1;
-        if let Some((old_sequence, _)) = inner.by_address.insert(address, (sequence, record)) {
-            inner.by_age.remove(&old_sequence);
-        }
-        inner.by_age.insert(sequence, address);
-        while inner.by_address.len() > inner.capacity {
-            let Some((_, oldest)) = inner.by_age.pop_first() else {
-                break;
-            };
-            inner.by_address.remove(&oldest);
-        }
+        self.lock().insert(address.to_canonical(), record);
     }
 
     /// The `/config` handler's hook: remembers that `remote` was answered `rendered` for `pool`
@@ -137,12 +142,16 @@ impl ServedLog {
     /// the age order follows the answers' times.
     pub fn restore(&self, mut entries: Vec<(IpAddr, ServedRecord)>) {
         entries.sort_by_key(|(_, record)| record.served_at);
+        // One lock for the check and the insert: an answer given meanwhile is never replaced.
+        let mut inner = self.lock();
         for (address, record) in entries {
-            let newer = self
-                .get(address)
-                .is_some_and(|known| known.served_at >= record.served_at);
+            let address = address.to_canonical();
+            let newer = inner
+                .by_address
+                .get(&address)
+                .is_some_and(|(_, known)| known.served_at >= record.served_at);
             if !newer {
-                self.record(address, record);
+                inner.insert(address, record);
             }
         }
     }
