@@ -15,7 +15,8 @@
 //!   until a render for it succeeds again. Only the lease holder's own requests count: a
 //!   failure met only by another replica gets no Event (the 5xx alert sums every replica).
 //! - On a Node, when the MachineConfigNode publisher matched the first config served to its
-//!   machine (`FirstConfigServed`: rendered config, image, spec), once per Node uid.
+//!   machine (`FirstConfigServed`: rendered config, image, spec), once per Node uid: the match
+//!   its plan writes the bootstrap record from ([`crate::mcn::plan::Plan::matched`]).
 //!
 //! # Who reports, and how often
 //! Only the replica holding the publisher's Lease ([`crate::mcn::lease`]) publishes; the others
