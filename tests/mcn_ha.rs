@@ -393,18 +393,29 @@ fn every_joining_node_gets_the_record_of_the_replica_that_served_it() {
     // Each MCN was written once (its create, record included) plus its initial status: never
     // twice, so never with conflicting data, across both leader changes. The status write
     // follows the create within the publisher's write budget (--mcn-max-writes-per-second).
+    // Wait on the request log, not the objects: a request is logged when its response is
+    // complete, after the object changed (as the audit log's ResponseComplete stage).
     let deadline = Instant::now() + DEADLINE;
-    while (0..=MACHINES).any(|i| {
-        api.get("MachineConfigNode", None, &machine_name(i))
-            .is_none_or(|mcn| mcn["status"].is_null())
-    }) {
+    let requests = loop {
+        let requests = api.requests();
+        let all_have_status = (0..=MACHINES).all(|i| {
+            let name = machine_name(i);
+            requests.iter().any(|r| {
+                r.resource == "machineconfignodes"
+                    && r.subresource.as_deref() == Some("status")
+                    && r.name.as_deref() == Some(name.as_str())
+                    && is_write(r)
+            })
+        });
+        if all_have_status {
+            break requests;
+        }
         assert!(
             Instant::now() < deadline,
-            "MCNs without a status after {DEADLINE:?}"
+            "MCNs without a status write after {DEADLINE:?}"
         );
         std::thread::sleep(Duration::from_millis(10));
-    }
-    let requests = api.requests();
+    };
     for i in 0..=MACHINES {
         let name = machine_name(i);
         let writes: Vec<&RequestRecord> = requests
