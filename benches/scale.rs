@@ -14,9 +14,10 @@
 //! - time from a pool's `updatedMachineCount` change to the new config being served;
 //! - a scale-up storm: `MCS_SCALE_STORM` concurrent fetches on fresh TLS connections.
 //!
-//! Backend: the tests' fake API server (`tests/support/fake_apiserver`, in this process, real
-//! list/watch over HTTP on loopback). [`Backend::from_env`] is the one constructor to extend for
-//! a real kube-apiserver (`KUBEBUILDER_ASSETS`); see benches/README.md for the state of that.
+//! Backend: `tests/support/api_server.rs`: a real kube-apiserver and etcd when
+//! `KUBEBUILDER_ASSETS` names them (the envtest convention; the real CRDs come from
+//! `MCS_UPSTREAM_ASSETS`), else the tests' fake API server (`tests/support/fake_apiserver`, in
+//! this process, real list/watch over HTTP on loopback). [`Backend::from_env`] picks it.
 //!
 //! Usage: `scale [--quick]`; knobs are environment variables (benches/README.md). It prints
 //! the figures table on stdout.
@@ -38,7 +39,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::fake_apiserver::{FakeApiServer, Options, RequestRecord, Scope};
+use support::api_server::{ApiServer, Options, RequestRecord, Scope};
 
 const APISERVER_URL: &str = cluster_support::APISERVER_URL;
 const ACCEPT: &str = "application/vnd.coreos.ignition+json;version=3.4.0, */*;q=0.1";
@@ -84,50 +85,38 @@ impl Knobs {
     }
 }
 
-/// The API server the cluster lives in. One constructor picks it; everything else goes through
-/// these methods, so another backend (a real kube-apiserver) is one more variant.
-enum Backend {
-    Fake(FakeApiServer),
-}
+/// The API server the cluster lives in: `support::api_server::ApiServer`, a real
+/// kube-apiserver when `KUBEBUILDER_ASSETS` names one (the real CRDs from
+/// `MCS_UPSTREAM_ASSETS`), else the tests' fake API server. This is the one constructor; the
+/// rest of the harness goes through these methods.
+struct Backend(ApiServer);
 
 impl Backend {
     fn from_env() -> Result<Backend, String> {
-        if let Some(assets) = std::env::var_os("KUBEBUILDER_ASSETS").filter(|a| !a.is_empty()) {
-            return Err(format!(
-                "KUBEBUILDER_ASSETS={} is set, but this harness has no real kube-apiserver \
-                 backend yet (benches/README.md, \"Real API server\"); unset it to run against \
-                 the fake API server",
-                Path::new(&assets).display()
-            ));
-        }
         let options = Options {
-            // The initial load alone is ~20,000 changes; clients list, so history is not needed
-            // for them, but a watch restarting during the load must not see 410s.
+            // The initial load alone is ~20,000 changes; a watch restarting during the load
+            // must not see 410s.
             history_limit: 50_000,
             ..Options::default()
         };
-        FakeApiServer::try_start(options).map(Backend::Fake)
+        Ok(Backend(ApiServer::start(options)))
     }
 
     fn name(&self) -> &'static str {
-        match self {
-            Backend::Fake(_) => "fake API server (tests/support/fake_apiserver)",
-        }
-    }
-
-    fn api(&self) -> &FakeApiServer {
-        match self {
-            Backend::Fake(api) => api,
+        if self.0.is_real() {
+            "real kube-apiserver (KUBEBUILDER_ASSETS)"
+        } else {
+            "fake API server (tests/support/fake_apiserver)"
         }
     }
 
     fn kubeconfig(&self) -> &Path {
-        self.api().kubeconfig_file()
+        self.0.kubeconfig_file()
     }
 
     /// Creates or replaces `object` with its status (fixture loading).
     fn put(&self, object: &Value) -> Result<(), String> {
-        self.api()
+        self.0
             .apply_object(object)
             .map(drop)
             .map_err(|e| e.to_string())
@@ -136,34 +125,39 @@ impl Backend {
     /// A write as `manager` (server-side apply, forced) to the main resource or `/status`.
     fn apply_as(&self, manager: &str, object: &Value, status: bool) -> Result<(), String> {
         let scope = if status { Scope::Status } else { Scope::Main };
-        self.api()
+        self.0
             .apply_as(manager, object, scope, true)
             .map(drop)
             .map_err(|e| e.to_string())
     }
 
     fn merge_patch(&self, kind: &str, name: &str, patch: &Value) -> Result<(), String> {
-        self.api()
+        self.0
             .merge_patch(kind, None, name, patch)
             .map(drop)
             .map_err(|e| e.to_string())
     }
 
     fn get(&self, kind: &str, name: &str) -> Option<Value> {
-        self.api().get(kind, None, name)
+        self.0.get(kind, None, name)
+    }
+
+    fn list(&self, kind: &str) -> Vec<Value> {
+        self.0.list(kind)
     }
 
     fn count(&self, kind: &str) -> usize {
-        self.api().list(kind).len()
+        self.list(kind).len()
     }
 
-    /// The request log (what the server under test asked), if the backend keeps one.
+    /// The requests the server under test made (fake: its request log; real: the audit log of
+    /// the code under test's identity).
     fn requests(&self) -> Vec<RequestRecord> {
-        self.api().requests()
+        self.0.requests()
     }
 
     fn clear_requests(&self) {
-        self.api().clear_requests()
+        self.0.clear_requests()
     }
 }
 
@@ -1199,7 +1193,6 @@ fn measure_backlog(
         server.check_alive().ok()?;
         std::thread::sleep(Duration::from_millis(490));
         let with_status = backend
-            .api()
             .list("MachineConfigNode")
             .iter()
             .filter(|m| m.get("status").is_some_and(|s| !s.is_null()))

@@ -7,8 +7,9 @@ set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO"
 echo "building machine-config-server and benches/scale.rs (release)" >&2
-cargo build --release --quiet --bin machine-config-server
-SCALE=$(cargo build --release --quiet --bench scale --message-format=json |
+# One invocation for both: built apart, the library would be built (and linked) twice with
+# different feature sets (dev-dependencies unify features only for the bench).
+SCALE=$(cargo build --release --quiet --bin machine-config-server --bench scale --message-format=json |
     python3 -c 'import json, sys
 for line in sys.stdin:
     m = json.loads(line)
