@@ -359,9 +359,9 @@ fn undecodable<K>(out: &mut Vec<Problem>, kind: &str, list: &[Arc<Lenient<K>>]) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde::de::DeserializeOwned;
+    use crate::source::cluster::lenient::Decode;
 
-    fn obj<K: DeserializeOwned>(value: serde_json::Value) -> Arc<Lenient<K>> {
+    fn obj<K: Decode>(value: serde_json::Value) -> Arc<Lenient<K>> {
         Arc::new(
             serde_json::from_value(value).expect("lenient decode never fails on valid metadata"),
         )

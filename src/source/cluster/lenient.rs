@@ -8,6 +8,9 @@
 //! reads and which can be most of an object's size, and the wrapper's own metadata keeps only
 //! name, namespace, uid and resourceVersion when the object decoded (it has the rest).
 //!
+//! Nodes, thousands of them and rewritten by every kubelet heartbeat, decode straight into the
+//! few fields the server reads instead ([`super::slim_node`]).
+//!
 //! Owns decoding only; what a decode error means for serving is decided when snapshots are built.
 
 use std::borrow::Cow;
@@ -66,34 +69,80 @@ impl<K> Lenient<K> {
     }
 }
 
-impl<'de, K: DeserializeOwned> Deserialize<'de> for Lenient<K> {
+/// How a kind is decoded into a [`Lenient`]: through a `serde_json::Value` by default
+/// ([`decode_via_value`]), so that an object our types cannot read fails alone; a kind may
+/// decode more cheaply when it cannot fail that way (Nodes, see [`super::slim_node`]).
+pub trait Decode: Sized {
+    fn decode<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Lenient<Self>, D::Error>;
+}
+
+impl<'de, K: Decode> Deserialize<'de> for Lenient<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut value = serde_json::Value::deserialize(deserializer)?;
-        if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-            meta.remove("managedFields");
-        }
-        let metadata = match value.get("metadata") {
-            Some(meta) => ObjectMeta::deserialize(meta).map_err(D::Error::custom)?,
-            None => ObjectMeta::default(),
-        };
-        let object = serde_json::from_value::<K>(value)
-            .map(Arc::new)
-            .map_err(|error| error.to_string());
-        // A decoded object carries its own metadata; the wrapper keeps only what identifies
-        // it, instead of a second copy of every label and annotation (thousands of Nodes).
-        let metadata = match object {
-            Ok(_) => ObjectMeta {
-                name: metadata.name,
-                namespace: metadata.namespace,
-                uid: metadata.uid,
-                resource_version: metadata.resource_version,
-                ..ObjectMeta::default()
-            },
-            Err(_) => metadata,
-        };
-        Ok(Lenient { metadata, object })
+        K::decode(deserializer)
     }
 }
+
+/// The per-object decode: the whole object to a `Value`, its metadata strictly, the typed
+/// object keeping the error instead of failing.
+pub fn decode_via_value<'de, K: DeserializeOwned, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Lenient<K>, D::Error> {
+    let mut value = serde_json::Value::deserialize(deserializer)?;
+    if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.remove("managedFields");
+    }
+    let metadata = match value.get("metadata") {
+        Some(meta) => ObjectMeta::deserialize(meta).map_err(D::Error::custom)?,
+        None => ObjectMeta::default(),
+    };
+    let object = serde_json::from_value::<K>(value)
+        .map(Arc::new)
+        .map_err(|error| error.to_string());
+    // A decoded object carries its own metadata; the wrapper keeps only what identifies
+    // it, instead of a second copy of every label and annotation (thousands of Nodes).
+    let metadata = match object {
+        Ok(_) => identity(&metadata),
+        Err(_) => metadata,
+    };
+    Ok(Lenient { metadata, object })
+}
+
+/// What the wrapper keeps of a decoded object's metadata: name, namespace, uid, resourceVersion.
+pub fn identity(metadata: &ObjectMeta) -> ObjectMeta {
+    ObjectMeta {
+        name: metadata.name.clone(),
+        namespace: metadata.namespace.clone(),
+        uid: metadata.uid.clone(),
+        resource_version: metadata.resource_version.clone(),
+        ..ObjectMeta::default()
+    }
+}
+
+/// Kinds decoded through a `Value`: custom resources (their schemas may allow what our types
+/// do not read) and the small built-in kinds, of which there are a handful.
+macro_rules! decode_via_value {
+    ($($kind:ty),* $(,)?) => {$(
+        impl Decode for $kind {
+            fn decode<'de, D: Deserializer<'de>>(
+                deserializer: D,
+            ) -> Result<Lenient<Self>, D::Error> {
+                decode_via_value(deserializer)
+            }
+        }
+    )*};
+}
+
+decode_via_value!(
+    crate::api::MachineConfigPool,
+    crate::api::MachineConfig,
+    crate::api::ControllerConfig,
+    crate::api::imagebuild::MachineOSConfig,
+    crate::api::imagebuild::MachineOSBuild,
+    crate::api::imagebuild::Route,
+    crate::api::machineconfignode::MachineConfigNode,
+    k8s_openapi::api::core::v1::ConfigMap,
+    k8s_openapi::api::core::v1::Service,
+);
 
 impl<K: Resource> Resource for Lenient<K> {
     type DynamicType = K::DynamicType;

@@ -9,19 +9,17 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, Resource};
-use serde::de::DeserializeOwned;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use super::build::{node_digest, ClusterObjects, CONTROLLER_CONFIG_NAME};
-use super::lenient::Lenient;
+use super::lenient::{Decode, Lenient};
 use super::observe::ClusterObserver;
 use crate::api::imagebuild::{MachineOSBuild, MachineOSConfig, Route};
 use crate::api::machineconfignode::MachineConfigNode;
@@ -208,7 +206,7 @@ pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle
             kind: "Node",
             optional: false,
         },
-        strip_node,
+        keep,
         Some(node_digest),
         ctx,
         &mut tasks,
@@ -263,32 +261,6 @@ pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle
 
 fn keep<K>(_: &mut K) {}
 
-/// Keeps only what the server reads of a Node (see [`node_digest`]): a Node is about 15 KB
-/// (images, conditions, capacity, nodeInfo) and there may be thousands; what renders and the
-/// MachineConfigNode publisher read is a tenth of that.
-fn strip_node(node: &mut Node) {
-    let metadata = std::mem::take(&mut node.metadata);
-    let status = node.status.take();
-    *node = Node {
-        metadata: ObjectMeta {
-            name: metadata.name,
-            uid: metadata.uid,
-            resource_version: metadata.resource_version,
-            creation_timestamp: metadata.creation_timestamp,
-            deletion_timestamp: metadata.deletion_timestamp,
-            labels: metadata.labels,
-            annotations: metadata.annotations,
-            ..ObjectMeta::default()
-        },
-        spec: None,
-        status: status.map(|status| NodeStatus {
-            addresses: status.addresses,
-            phase: status.phase,
-            ..NodeStatus::default()
-        }),
-    };
-}
-
 fn spawn<K>(
     api: Api<Lenient<K>>,
     config: watcher::Config,
@@ -298,7 +270,7 @@ fn spawn<K>(
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> Store<Lenient<K>>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource<DynamicType = ()> + Clone + Decode + Debug + Send + Sync + 'static,
 {
     spawn_with_digest(api, config, watched, trim, None, ctx, tasks)
 }
@@ -316,7 +288,7 @@ fn spawn_with_digest<K>(
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> Store<Lenient<K>>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource<DynamicType = ()> + Clone + Decode + Debug + Send + Sync + 'static,
 {
     ctx.sync.register(watched.kind);
     let (reader, writer) = reflector::store();
@@ -517,31 +489,6 @@ mod tests {
             }
         }))
         .expect("decodes")
-    }
-
-    #[test]
-    fn nodes_keep_only_what_the_server_reads() {
-        let mut node = full_node("10");
-        node.modify_object(strip_node);
-        let node = node.object().expect("decoded");
-        let value = serde_json::to_value(node.as_ref()).expect("serializes");
-        assert_eq!(
-            value,
-            serde_json::json!({
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {
-                    "name": "w1", "uid": "u1", "resourceVersion": "10",
-                    "creationTimestamp": "2026-01-01T00:00:00Z",
-                    "labels": {"node-role.kubernetes.io/worker": ""},
-                    "annotations": {"machineconfiguration.openshift.io/state": "Done"}
-                },
-                "status": {
-                    "phase": "Running",
-                    "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]
-                }
-            })
-        );
     }
 
     #[test]

@@ -1,0 +1,159 @@
+//! Decoding a Node watch event straight into what the server reads of it.
+//!
+//! A Node is about 15 KB (50 container images, conditions, capacity, nodeInfo, managedFields),
+//! a large cluster has thousands, and every kubelet rewrites its Node's status every few
+//! seconds. Decoding each event into a `serde_json::Value` and then the whole typed `Node` (the
+//! default [`decode_via_value`](super::lenient::decode_via_value)) allocated for every field of
+//! it, only for all but a tenth to be dropped. Here the JSON goes into a shape with only the
+//! fields the server reads (see [`node_digest`](super::build::node_digest): renders read labels
+//! and annotations, the MachineConfigNode publisher and events the rest); serde skips every
+//! other field as it reads (`IgnoredAny`, no allocation). The result is a k8s-openapi `Node`
+//! holding those fields, so the rest of the server is unaware of the shape.
+//!
+//! Every field is optional, and those kept have the API's own types: a Node the API server
+//! serves has passed its validation of exactly these types, so the decode cannot fail on one
+//! (unlike custom resources, whose schemas may allow what our types do not read, and which keep
+//! the per-object error path).
+//!
+//! Owns Node decoding only.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use serde::{Deserialize, Deserializer};
+
+use super::lenient::{identity, Decode, Lenient};
+
+/// The fields of a Node the server reads (JSON names from the Node API).
+#[derive(Deserialize)]
+struct NodeShape {
+    metadata: Option<MetadataShape>,
+    status: Option<StatusShape>,
+}
+
+#[derive(Deserialize)]
+struct MetadataShape {
+    name: Option<String>,
+    uid: Option<String>,
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
+    #[serde(rename = "creationTimestamp")]
+    creation_timestamp: Option<Time>,
+    #[serde(rename = "deletionTimestamp")]
+    deletion_timestamp: Option<Time>,
+    labels: Option<BTreeMap<String, String>>,
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+struct StatusShape {
+    addresses: Option<Vec<NodeAddress>>,
+    phase: Option<String>,
+}
+
+impl Decode for Node {
+    fn decode<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Lenient<Self>, D::Error> {
+        let shape = NodeShape::deserialize(deserializer)?;
+        let metadata = shape
+            .metadata
+            .map(|m| ObjectMeta {
+                name: m.name,
+                uid: m.uid,
+                resource_version: m.resource_version,
+                creation_timestamp: m.creation_timestamp,
+                deletion_timestamp: m.deletion_timestamp,
+                labels: m.labels,
+                annotations: m.annotations,
+                ..ObjectMeta::default()
+            })
+            .unwrap_or_default();
+        let node = Node {
+            metadata,
+            spec: None,
+            status: shape.status.map(|s| NodeStatus {
+                addresses: s.addresses,
+                phase: s.phase,
+                ..NodeStatus::default()
+            }),
+        };
+        Ok(Lenient::new(identity(&node.metadata), Ok(Arc::new(node))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::Resource;
+
+    /// A Node as a kubelet and the machine-config daemon leave it (abridged).
+    fn full_node() -> String {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {
+                "name": "w1", "uid": "u1", "resourceVersion": "10",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+                "labels": {"node-role.kubernetes.io/worker": ""},
+                "annotations": {"machineconfiguration.openshift.io/state": "Done"},
+                "managedFields": [{"manager": "kubelet", "operation": "Update",
+                                   "fieldsV1": {"f:status": {"f:images": {}}}}],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "x"}]
+            },
+            "spec": {"providerID": "aws:///i-1", "podCIDR": "10.128.0.0/24"},
+            "status": {
+                "phase": "Running",
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:10Z"}],
+                "capacity": {"cpu": "8"},
+                "nodeInfo": {"architecture": "amd64", "bootID": "b", "containerRuntimeVersion": "c",
+                             "kernelVersion": "k", "kubeProxyVersion": "p", "kubeletVersion": "v",
+                             "machineID": "m", "operatingSystem": "linux", "osImage": "o", "systemUUID": "s"},
+                "images": [{"names": ["quay.io/x@sha256:00"], "sizeBytes": 1}]
+            }
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn nodes_keep_only_what_the_server_reads() {
+        let node: Lenient<Node> = serde_json::from_str(&full_node()).expect("decodes");
+        assert_eq!(node.name(), "w1");
+        assert_eq!(node.resource_version(), "10");
+        assert_eq!(node.meta().uid.as_deref(), Some("u1"));
+        assert_eq!(node.meta().labels, None, "the wrapper keeps no second copy");
+        let node = node.object().expect("decoded");
+        let value = serde_json::to_value(node.as_ref()).expect("serializes");
+        assert_eq!(
+            value,
+            serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": "w1", "uid": "u1", "resourceVersion": "10",
+                    "creationTimestamp": "2026-01-01T00:00:00Z",
+                    "labels": {"node-role.kubernetes.io/worker": ""},
+                    "annotations": {"machineconfiguration.openshift.io/state": "Done"}
+                },
+                "status": {
+                    "phase": "Running",
+                    "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn a_list_page_and_a_bare_node_decode() {
+        let page = format!(
+            r#"[{}, {{"metadata": {{"name": "new", "deletionTimestamp": "2026-01-02T00:00:00Z"}}}}, {{}}]"#,
+            full_node()
+        );
+        let nodes: Vec<Lenient<Node>> = serde_json::from_str(&page).expect("page decodes");
+        assert_eq!(nodes.len(), 3);
+        let new = nodes[1].object().expect("decoded");
+        assert!(new.metadata.deletion_timestamp.is_some());
+        assert!(new.status.is_none());
+        assert_eq!(nodes[2].name(), "");
+    }
+}
