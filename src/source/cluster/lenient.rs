@@ -63,6 +63,20 @@ impl<K> Lenient<K> {
         }
     }
 
+    /// Shares `previous`'s decoded object when this one equals it (a Node heartbeat: same
+    /// kept fields, new resourceVersion), so that the cache and the snapshots built before hold
+    /// one copy instead of two.
+    pub fn share_unchanged(&mut self, previous: &Self)
+    where
+        K: PartialEq,
+    {
+        if let (Ok(object), Ok(kept)) = (&mut self.object, &previous.object) {
+            if !Arc::ptr_eq(object, kept) && object == kept {
+                *object = kept.clone();
+            }
+        }
+    }
+
     /// The decoded object, or why it could not be decoded.
     pub fn object(&self) -> Result<&Arc<K>, &str> {
         self.object.as_ref().map_err(String::as_str)

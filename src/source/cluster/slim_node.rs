@@ -55,13 +55,19 @@ struct StatusShape {
 
 impl Decode for Node {
     fn decode<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Lenient<Self>, D::Error> {
-        let shape = NodeShape::deserialize(deserializer)?;
+        let mut shape = NodeShape::deserialize(deserializer)?;
+        let resource_version = shape
+            .metadata
+            .as_mut()
+            .and_then(|m| m.resource_version.take());
         let metadata = shape
             .metadata
             .map(|m| ObjectMeta {
                 name: m.name,
                 uid: m.uid,
-                resource_version: m.resource_version,
+                // The wrapper keeps it (the snapshot fingerprints read it there); without it
+                // here, a heartbeat's Node equals the one cached, which the watch then keeps.
+                resource_version: None,
                 creation_timestamp: m.creation_timestamp,
                 deletion_timestamp: m.deletion_timestamp,
                 labels: m.labels,
@@ -78,7 +84,11 @@ impl Decode for Node {
                 ..NodeStatus::default()
             }),
         };
-        Ok(Lenient::new(identity(&node.metadata), Ok(Arc::new(node))))
+        let wrapper = ObjectMeta {
+            resource_version,
+            ..identity(&node.metadata)
+        };
+        Ok(Lenient::new(wrapper, Ok(Arc::new(node))))
     }
 }
 
@@ -130,7 +140,7 @@ mod tests {
                 "apiVersion": "v1",
                 "kind": "Node",
                 "metadata": {
-                    "name": "w1", "uid": "u1", "resourceVersion": "10",
+                    "name": "w1", "uid": "u1",
                     "creationTimestamp": "2026-01-01T00:00:00Z",
                     "labels": {"node-role.kubernetes.io/worker": ""},
                     "annotations": {"machineconfiguration.openshift.io/state": "Done"}
@@ -155,5 +165,30 @@ mod tests {
         assert!(new.metadata.deletion_timestamp.is_some());
         assert!(new.status.is_none());
         assert_eq!(nodes[2].name(), "");
+    }
+
+    #[test]
+    fn a_heartbeat_shares_the_cached_node() {
+        let cached: Lenient<Node> = serde_json::from_str(&full_node()).expect("decodes");
+        let heartbeat = full_node()
+            .replace(r#""resourceVersion":"10""#, r#""resourceVersion":"11""#)
+            .replace("00:00:10Z", "00:00:20Z");
+        let mut update: Lenient<Node> = serde_json::from_str(&heartbeat).expect("decodes");
+        update.share_unchanged(&cached);
+        assert_eq!(update.resource_version(), "11");
+        let (kept, new) = (cached.object().expect("ok"), update.object().expect("ok"));
+        assert!(Arc::ptr_eq(kept, new), "one copy of an unchanged Node");
+        let relabelled = full_node().replace(r#"/state":"Done""#, r#"/state":"Working""#);
+        let mut update: Lenient<Node> = serde_json::from_str(&relabelled).expect("decodes");
+        update.share_unchanged(&cached);
+        let new = update.object().expect("ok");
+        assert!(!Arc::ptr_eq(kept, new));
+        assert_eq!(
+            new.metadata
+                .annotations
+                .as_ref()
+                .map(|a| a["machineconfiguration.openshift.io/state"].as_str()),
+            Some("Working")
+        );
     }
 }

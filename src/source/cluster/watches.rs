@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, Resource};
@@ -208,6 +208,7 @@ pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle
         },
         keep,
         Some(node_digest),
+        Some(Lenient::share_unchanged),
         ctx,
         &mut tasks,
     );
@@ -272,18 +273,21 @@ fn spawn<K>(
 where
     K: Resource<DynamicType = ()> + Clone + Decode + Debug + Send + Sync + 'static,
 {
-    spawn_with_digest(api, config, watched, trim, None, ctx, tasks)
+    spawn_with_digest(api, config, watched, trim, None, None, ctx, tasks)
 }
 
 /// [`spawn`], with `digest` summarising what the server reads of an object: an update that
 /// leaves it unchanged (a kubelet's status heartbeat) still refreshes the cache but does not
-/// wake the snapshot builder.
+/// wake the snapshot builder. `share_unchanged` gives an update the cached object's copy when
+/// what is kept of it did not change (see [`Lenient::share_unchanged`]).
+#[allow(clippy::too_many_arguments)]
 fn spawn_with_digest<K>(
     api: Api<Lenient<K>>,
     config: watcher::Config,
     watched: Watched,
     trim: fn(&mut K),
     digest: Option<fn(&K) -> u64>,
+    share_unchanged: Option<fn(&mut Lenient<K>, &Lenient<K>)>,
     ctx: &WatchContext,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> Store<Lenient<K>>
@@ -292,9 +296,17 @@ where
 {
     ctx.sync.register(watched.kind);
     let (reader, writer) = reflector::store();
+    let cached = reader.clone();
     let stream = watcher::watcher(api, config)
         .default_backoff()
-        .modify(move |object: &mut Lenient<K>| object.modify_object(trim))
+        .modify(move |object: &mut Lenient<K>| {
+            object.modify_object(trim);
+            if let Some(share) = share_unchanged {
+                if let Some(previous) = cached.get(&ObjectRef::from_obj(object)) {
+                    share(object, &previous);
+                }
+            }
+        })
         .reflect(writer);
     tasks.push(tokio::spawn(run_watch(
         stream,
