@@ -276,6 +276,9 @@ where
     spawn_with_digest(api, config, watched, trim, None, None, ctx, tasks)
 }
 
+/// Gives an update the cached object's copy when what is kept of it did not change.
+type ShareUnchanged<K> = fn(&mut Lenient<K>, &Lenient<K>);
+
 /// [`spawn`], with `digest` summarising what the server reads of an object: an update that
 /// leaves it unchanged (a kubelet's status heartbeat) still refreshes the cache but does not
 /// wake the snapshot builder. `share_unchanged` gives an update the cached object's copy when
@@ -287,7 +290,7 @@ fn spawn_with_digest<K>(
     watched: Watched,
     trim: fn(&mut K),
     digest: Option<fn(&K) -> u64>,
-    share_unchanged: Option<fn(&mut Lenient<K>, &Lenient<K>)>,
+    share_unchanged: Option<ShareUnchanged<K>>,
     ctx: &WatchContext,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> Store<Lenient<K>>
