@@ -154,24 +154,24 @@ impl ClusterObjects {
 
     /// See [`Fingerprint`]; every object by its resourceVersion.
     pub fn fingerprint(&self) -> Fingerprint {
-        fn add<K>(out: &mut FingerprintHasher, kind: &'static str, list: &[Arc<Lenient<K>>]) {
-            out.add((kind, list.len()));
-            for o in list {
-                out.add((o.namespace(), o.name(), o.resource_version()));
-            }
-        }
         let mut out = FingerprintHasher::new();
-        add(&mut out, "nodes", &self.nodes);
-        add(&mut out, "machineconfigpools", &self.pools);
-        add(&mut out, "machineconfigs", &self.machine_configs);
-        add(&mut out, "controllerconfigs", &self.controller_configs);
-        add(&mut out, "configmaps", &self.config_maps);
-        add(&mut out, "machineosconfigs", &self.machine_os_configs);
-        add(&mut out, "machineosbuilds", &self.machine_os_builds);
-        add(&mut out, "machineconfignodes", &self.machine_config_nodes);
-        add(&mut out, "services", &self.services);
-        add(&mut out, "routes", &self.routes);
+        add_versions(&mut out, "nodes", &self.nodes);
+        add_versions(&mut out, "machineconfignodes", &self.machine_config_nodes);
+        self.add_other_versions(&mut out);
         out.finish()
+    }
+
+    /// Every kind but Nodes and MachineConfigNodes, by resourceVersion: the part both
+    /// fingerprints share (renders read all of these objects).
+    fn add_other_versions(&self, out: &mut FingerprintHasher) {
+        add_versions(out, "machineconfigpools", &self.pools);
+        add_versions(out, "machineconfigs", &self.machine_configs);
+        add_versions(out, "controllerconfigs", &self.controller_configs);
+        add_versions(out, "configmaps", &self.config_maps);
+        add_versions(out, "machineosconfigs", &self.machine_os_configs);
+        add_versions(out, "machineosbuilds", &self.machine_os_builds);
+        add_versions(out, "services", &self.services);
+        add_versions(out, "routes", &self.routes);
     }
 
     /// Like [`ClusterObjects::fingerprint`], but of what renders read only: Nodes by their
@@ -181,12 +181,6 @@ impl ClusterObjects {
     /// when, say, the publisher creates an MCN, a daemon updates one, or a kubelet a Node's
     /// status. `memo` keeps digests between calls.
     pub fn render_fingerprint(&self, memo: &mut RenderDigests) -> Fingerprint {
-        fn add<K>(out: &mut FingerprintHasher, kind: &'static str, list: &[Arc<Lenient<K>>]) {
-            out.add((kind, list.len()));
-            for o in list {
-                out.add((o.namespace(), o.name(), o.resource_version()));
-            }
-        }
         let mut out = FingerprintHasher::new();
         let mut nodes = HashMap::with_capacity(self.nodes.len());
         out.add(("nodes", self.nodes.len()));
@@ -211,14 +205,7 @@ impl ClusterObjects {
             }
         }
         memo.machine_config_nodes = mcns;
-        add(&mut out, "machineconfigpools", &self.pools);
-        add(&mut out, "machineconfigs", &self.machine_configs);
-        add(&mut out, "controllerconfigs", &self.controller_configs);
-        add(&mut out, "configmaps", &self.config_maps);
-        add(&mut out, "machineosconfigs", &self.machine_os_configs);
-        add(&mut out, "machineosbuilds", &self.machine_os_builds);
-        add(&mut out, "services", &self.services);
-        add(&mut out, "routes", &self.routes);
+        self.add_other_versions(&mut out);
         out.finish()
     }
 
@@ -353,6 +340,15 @@ fn undecodable<K>(out: &mut Vec<Problem>, kind: &str, list: &[Arc<Lenient<K>>]) 
                 reason: format!("cannot be decoded, ignored: {reason}"),
             });
         }
+    }
+}
+
+/// One kind's objects into a fingerprint: their count, then each by namespace, name and
+/// resourceVersion.
+fn add_versions<K>(out: &mut FingerprintHasher, kind: &'static str, list: &[Arc<Lenient<K>>]) {
+    out.add((kind, list.len()));
+    for o in list {
+        out.add((o.namespace(), o.name(), o.resource_version()));
     }
 }
 
