@@ -115,11 +115,9 @@ impl Backend {
     }
 
     /// Creates or replaces `object` with its status (fixture loading).
-    fn put(&self, object: &Value) -> Result<(), String> {
-        self.0
-            .apply_object(object)
-            .map(drop)
-            .map_err(|e| e.to_string())
+    /// Creates or replaces `object`; returns it as stored (uid, resourceVersion).
+    fn put(&self, object: &Value) -> Result<Value, String> {
+        self.0.apply_object(object).map_err(|e| e.to_string())
     }
 
     /// A write as `manager` (server-side apply, forced) to the main resource or `/status`.
@@ -719,9 +717,10 @@ impl Cluster {
         }
         for (i, node) in self.nodes.iter().enumerate() {
             let pool = &self.pools[node.pool];
-            backend.put(&node_object(node, pool, i))?;
+            let stored = backend.put(&node_object(node, pool, i))?;
             if node.has_mcn {
-                let (spec, status) = daemon_mcn(node, pool);
+                let uid = stored["metadata"]["uid"].as_str().unwrap_or_default();
+                let (spec, status) = daemon_mcn(node, uid, pool);
                 backend.apply_as("machine-config-daemon", &spec, false)?;
                 backend.apply_as("machine-config-daemon", &status, true)?;
             }
@@ -943,19 +942,86 @@ fn heartbeat_conditions(time: &str) -> Value {
     ])
 }
 
-/// The MCN the daemon writes for a node (spec, then status), as another field manager.
-fn daemon_mcn(node: &NodeSpec, pool: &Pool) -> (Value, Value) {
+/// The MCN the daemon writes for a node (spec, then status), as another field manager: owned by
+/// its Node, with the fourteen conditions the daemon reports after an update (as in the MCN
+/// design's example), each with a reason, a message and a transition time.
+fn daemon_mcn(node: &NodeSpec, node_uid: &str, pool: &Pool) -> (Value, Value) {
     let rendered = &pool.rendered[0];
     let spec = json!({
         "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigNode",
-        "metadata": {"name": node.name},
+        "metadata": {
+            "name": node.name,
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node_uid}]
+        },
         "spec": {"node": {"name": node.name}, "pool": {"name": pool.name}, "configVersion": {"desired": rendered}}
     });
+    let action = |what: &str| format!("Action during update to {rendered}: {what}");
+    let not_yet = |phase: &str| {
+        (
+            phase.to_owned(),
+            "False",
+            "NotYetOccurred".to_owned(),
+            format!("This node has not yet entered the {phase} phase"),
+        )
+    };
+    let conditions = [
+        (
+            "PinnedImageSetsProgressing".to_owned(),
+            "False",
+            "AsExpected".to_owned(),
+            "All pinned image sets complete".to_owned(),
+        ),
+        not_yet("UpdatePrepared"),
+        not_yet("UpdateExecuted"),
+        not_yet("UpdatePostActionComplete"),
+        (
+            "UpdateComplete".to_owned(),
+            "False",
+            "Uncordoned".to_owned(),
+            action("Uncordoned Node as part of completing upgrade phase"),
+        ),
+        (
+            "Resumed".to_owned(),
+            "False",
+            "Resumed".to_owned(),
+            action("In desired config . Resumed normal operations."),
+        ),
+        not_yet("Drained"),
+        not_yet("AppliedFilesAndOS"),
+        not_yet("Cordoned"),
+        not_yet("RebootedNode"),
+        (
+            "Updated".to_owned(),
+            "True",
+            "Updated".to_owned(),
+            format!("Node {} Updated", node.name),
+        ),
+        (
+            "Uncordoned".to_owned(),
+            "False",
+            "UpdateCompleteUncordoned".to_owned(),
+            action("UnCordoned node. The node is reporting Unschedulable = false"),
+        ),
+        not_yet("NodeDegraded"),
+        (
+            "PinnedImageSetsDegraded".to_owned(),
+            "False",
+            "AsExpected".to_owned(),
+            "All is good".to_owned(),
+        ),
+    ];
+    let conditions: Vec<Value> = conditions
+        .into_iter()
+        .map(|(type_, status, reason, message)| {
+            json!({"type": type_, "status": status, "reason": reason, "message": message,
+                   "lastTransitionTime": "2026-11-01T00:00:00Z"})
+        })
+        .collect();
     let status = json!({
         "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigNode",
         "metadata": {"name": node.name},
         "status": {
-            "conditions": [{"type": "Updated", "status": "True", "reason": "Updated", "message": "Node is up to date", "lastTransitionTime": "2026-11-01T00:00:00Z"}],
+            "conditions": conditions,
             "configVersion": {"desired": rendered, "current": rendered},
             "observedGeneration": 1
         }

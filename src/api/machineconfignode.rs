@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 use super::imagebuild::{Condition, NameRef};
 use super::machineconfig::Rest;
 
+/// The condition type the daemon sets `True` when the node failed to apply its config.
+pub const CONDITION_NODE_DEGRADED: &str = "NodeDegraded";
+
 /// `MachineConfigNode.spec`.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

@@ -84,7 +84,7 @@ use serde::Serialize;
 
 use crate::api::annotations;
 use crate::api::imagebuild::{MachineOSBuild, MachineOSConfig};
-use crate::api::machineconfignode::MachineConfigNode;
+use crate::api::machineconfignode::{MachineConfigNode, CONDITION_NODE_DEGRADED};
 use crate::api::{MachineConfig, MachineConfigPool};
 
 pub use registry::{in_cluster_registry_host, registry_hosts, REGISTRY_NAMESPACE};
@@ -510,7 +510,6 @@ pub fn machine_config_node_render_digest(mcn: &MachineConfigNode) -> Option<u64>
 }
 
 const STATE_DONE: &str = annotations::STATE_DONE;
-const CONDITION_NODE_DEGRADED: &str = "NodeDegraded";
 
 /// The first member node that has validated `image` (module docs, "Validated").
 fn validating_node<'a>(

@@ -21,6 +21,7 @@ pub mod kubeconfig;
 pub mod lenient;
 pub mod log_once;
 pub mod observe;
+pub mod slim_mcn;
 pub mod slim_node;
 pub mod watches;
 

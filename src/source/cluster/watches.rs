@@ -21,6 +21,7 @@ use tracing::{debug, info, warn};
 use super::build::{node_digest, ClusterObjects, CONTROLLER_CONFIG_NAME};
 use super::lenient::{Decode, Lenient};
 use super::observe::ClusterObserver;
+use super::slim_mcn;
 use crate::api::imagebuild::{MachineOSBuild, MachineOSConfig, Route};
 use crate::api::machineconfignode::MachineConfigNode;
 use crate::api::{ControllerConfig, MachineConfig, MachineConfigPool};
@@ -219,7 +220,7 @@ pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle
             kind: "MachineConfigNode",
             optional: true,
         },
-        keep,
+        slim_mcn::keep_what_is_read,
         ctx,
         &mut tasks,
     );
