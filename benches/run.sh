@@ -116,7 +116,7 @@ start_ours() {
             --apiserver-url https://api-int.example.com:6443)
     fi
     OURS_PORT=$(free_port)
-    "$REPO/target/release/machine-config-server" "${args[@]}" \
+    "$SERVER_BIN" "${args[@]}" \
         --cert "$CERT" --key "$KEY" --secure-port "$OURS_PORT" --insecure-port 0 \
         --bind-address 127.0.0.1 --metrics-bind-address "" \
         >"$WORK/ours-$name.log" 2>&1 &
@@ -413,6 +413,8 @@ bench_fixture() {
 if ((run_ours)); then
     echo "building machine-config-server and benches/fake_cluster.rs (release)" >&2
     (cd "$REPO" && cargo build --release --quiet --bin machine-config-server)
+    # Another build (e.g. a "before" binary) under the same harness.
+    SERVER_BIN=${MCS_BENCH_SERVER_BIN:-$REPO/target/release/machine-config-server}
     FAKE_CLUSTER=$(cd "$REPO" && cargo build --release --quiet --bench fake_cluster --message-format=json |
         python3 -c 'import json, sys
 for line in sys.stdin:
