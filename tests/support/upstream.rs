@@ -1,8 +1,8 @@
 //! The upstream tier: evidence that exists only outside this repository (the real OpenShift
 //! CRDs, the fixture rendered by the original operator, the upstream Ignition JSON schemas).
 //!
-//! Tests of that tier find the assets through one variable, [`VAR`] (default: `../shared`
-//! beside the checkout when that directory exists). Without them a test of the tier returns
+//! Tests of that tier find the assets through one variable, [`VAR`], and nothing else
+//! (`.ci/run` sets it to its default when it is unset). Without them a test of the tier returns
 //! early and records its group under `target/tmp/upstream-not-run/`, so that `.ci/run` can end
 //! with one line naming each group that did not run. With `CI=true` a missing asset fails the
 //! test instead: CI never silently loses the tier.
@@ -20,20 +20,14 @@ pub const REAL_CRDS: &str = "real CRDs (crds/)";
 pub const REALISTIC_FIXTURE: &str = "upstream-rendered fixture (fixtures/bootstrap-realistic)";
 pub const IGNITION_SCHEMAS: &str = "upstream Ignition JSON schemas (schemas/ignition)";
 
-/// The upstream assets directory: `$MCS_UPSTREAM_ASSETS` when set (it must exist), else
-/// `../shared` beside the checkout when it exists, else `None`.
+/// The upstream assets directory: `$MCS_UPSTREAM_ASSETS` when set (it must exist), else `None`.
+/// Tests never look for the assets by path: `.ci/run` applies the documented default (`../shared`
+/// beside the checkout, when it exists) and exports the variable.
 pub fn dir() -> Option<PathBuf> {
-    match std::env::var_os(VAR) {
-        Some(value) if !value.is_empty() => {
-            let dir = PathBuf::from(value);
-            assert!(dir.is_dir(), "{VAR}={} is not a directory", dir.display());
-            Some(dir)
-        }
-        _ => {
-            let default = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-            default.is_dir().then_some(default)
-        }
-    }
+    let value = std::env::var_os(VAR).filter(|v| !v.is_empty())?;
+    let dir = PathBuf::from(value);
+    assert!(dir.is_dir(), "{VAR}={} is not a directory", dir.display());
+    Some(dir)
 }
 
 /// `sub` (e.g. `crds`) of the upstream assets for a test of `group`, or `None` when the assets
@@ -45,7 +39,7 @@ pub fn require(group: &str, sub: &str) -> Option<PathBuf> {
     assert!(
         std::env::var("CI").as_deref() != Ok("true"),
         "CI=true but the upstream assets for {group} are missing: set {VAR} to a directory \
-         holding {sub} (default ../shared beside the checkout)"
+         holding {sub} (.ci/run sets it to its default)"
     );
     record_not_run(group);
     None
