@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cluster_support::{load_realistic_cluster, token_dir, APISERVER_URL};
+use cluster_support::{load_realistic_cluster, token_dir, worker_node, APISERVER_URL};
 use mcs::Server;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -383,13 +383,8 @@ fn alert_expressions_use_what_the_server_exports() {
         let path = format!("/config/{pool}");
         assert_eq!(cluster.http("GET", &path, &[ACCEPT_34]).status, 200);
     }
-    api.apply_object(&json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": "worker-0", "labels": {"node-role.kubernetes.io/worker": ""}},
-        "status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}]}
-    }))
-    .unwrap();
+    api.apply_object(&worker_node("worker-0", "127.0.0.1"))
+        .unwrap();
 
     let deadline = Instant::now() + DEADLINE;
     loop {

@@ -19,8 +19,8 @@ mod support;
 use std::time::Duration;
 
 use cluster_support::{
-    copy_rendered_config, lease_holder, load_realistic_cluster, pool_at, token_dir, APISERVER_URL,
-    WORKER_RENDERED,
+    copy_rendered_config, lease_holder, load_realistic_cluster, pool_at, token_dir, worker_node,
+    APISERVER_URL, WORKER_RENDERED,
 };
 use mcs::{poll, Server};
 use serde_json::{json, Value};
@@ -138,13 +138,8 @@ fn events_come_once_per_state_change_from_the_lease_holder_only() {
             200
         );
     }
-    api.apply_object(&json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": "worker-0", "labels": {"node-role.kubernetes.io/worker": ""}},
-        "status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}]}
-    }))
-    .unwrap();
+    api.apply_object(&worker_node("worker-0", "127.0.0.1"))
+        .unwrap();
     poll("the node's first-config event", DEADLINE, || {
         (find(&events(&api), "worker-0", "FirstConfigServed").len() == 1).then_some(())
     });
