@@ -571,30 +571,52 @@ impl FakeApiServer {
     /// Applies every object of a YAML (or JSON) text: multiple documents and `kind: List`
     /// are expanded. Returns the stored objects.
     pub fn load_yaml_str(&self, text: &str) -> Result<Vec<Value>, String> {
-        let mut stored = Vec::new();
-        for object in yaml_objects(text)? {
-            stored.push(self.apply_object(&object).map_err(|e| e.to_string())?);
-        }
-        Ok(stored)
+        apply_yaml_str(text, |o| self.apply_object(o))
     }
 
     /// [`FakeApiServer::load_yaml_str`] on a file.
     pub fn load_yaml_file(&self, path: impl AsRef<Path>) -> Result<Vec<Value>, String> {
-        let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        self.load_yaml_str(&text)
-            .map_err(|e| format!("{}: {e}", path.display()))
+        apply_yaml_file(path.as_ref(), |o| self.apply_object(o))
     }
 
     /// Loads every `*.yaml`, `*.yml` and `*.json` file under `dir` (recursively, sorted by
     /// path).
     pub fn load_yaml_dir(&self, dir: impl AsRef<Path>) -> Result<Vec<Value>, String> {
-        let mut stored = Vec::new();
-        for file in yaml_files(dir.as_ref())? {
-            stored.extend(self.load_yaml_file(&file)?);
-        }
-        Ok(stored)
+        apply_yaml_dir(dir.as_ref(), |o| self.apply_object(o))
     }
+}
+
+/// Applies every object of a YAML (or JSON) text with `apply` (either API server's
+/// `apply_object`); returns the stored objects.
+pub fn apply_yaml_str(
+    text: &str,
+    apply: impl Fn(&Value) -> Result<Value, ApiError>,
+) -> Result<Vec<Value>, String> {
+    yaml_objects(text)?
+        .iter()
+        .map(|object| apply(object).map_err(|e| e.to_string()))
+        .collect()
+}
+
+/// [`apply_yaml_str`] on a file; errors name the file.
+pub fn apply_yaml_file(
+    path: &Path,
+    apply: impl Fn(&Value) -> Result<Value, ApiError>,
+) -> Result<Vec<Value>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    apply_yaml_str(&text, apply).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// [`apply_yaml_file`] on every file [`yaml_files`] finds under `dir`.
+pub fn apply_yaml_dir(
+    dir: &Path,
+    apply: impl Fn(&Value) -> Result<Value, ApiError>,
+) -> Result<Vec<Value>, String> {
+    let mut stored = Vec::new();
+    for file in yaml_files(dir)? {
+        stored.extend(apply_yaml_file(&file, &apply)?);
+    }
+    Ok(stored)
 }
 
 impl Drop for FakeApiServer {

@@ -16,7 +16,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::process;
-use crate::support::fake_apiserver::{yaml_files, yaml_objects, ApiError, Scope, FIXTURE_MANAGER};
+use crate::support::fake_apiserver::{
+    apply_yaml_dir, apply_yaml_file, apply_yaml_str, yaml_files, yaml_objects, ApiError, Scope,
+    FIXTURE_MANAGER,
+};
 
 /// A served resource, from discovery.
 #[derive(Clone, Debug)]
@@ -543,26 +546,15 @@ impl ApiClient {
     }
 
     pub fn load_yaml_str(&self, text: &str) -> Result<Vec<Value>, String> {
-        let mut stored = Vec::new();
-        for object in yaml_objects(text)? {
-            stored.push(self.apply_object(&object).map_err(|e| e.to_string())?);
-        }
-        Ok(stored)
+        apply_yaml_str(text, |o| self.apply_object(o))
     }
 
     pub fn load_yaml_file(&self, path: impl AsRef<Path>) -> Result<Vec<Value>, String> {
-        let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        self.load_yaml_str(&text)
-            .map_err(|e| format!("{}: {e}", path.display()))
+        apply_yaml_file(path.as_ref(), |o| self.apply_object(o))
     }
 
     pub fn load_yaml_dir(&self, dir: impl AsRef<Path>) -> Result<Vec<Value>, String> {
-        let mut stored = Vec::new();
-        for file in yaml_files(dir.as_ref())? {
-            stored.extend(self.load_yaml_file(&file)?);
-        }
-        Ok(stored)
+        apply_yaml_dir(dir.as_ref(), |o| self.apply_object(o))
     }
 }
 
