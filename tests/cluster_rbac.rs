@@ -171,32 +171,28 @@ fn node(name: &str) -> Value {
     })
 }
 
+/// The server in cluster mode with `kubeconfig`, ready, having served a worker its config.
+fn start_and_serve_a_worker(kubeconfig: &std::path::Path, tokens: &std::path::Path) -> Server {
+    let server = Server::start_cluster(kubeconfig, APISERVER_URL, tokens, MCN_TIMINGS);
+    poll("ready", DEADLINE, || {
+        (mcs::request(server.metrics, None, "GET", "/readyz", &[]).status == 200).then_some(())
+    });
+    let accept = (
+        "Accept",
+        "application/vnd.coreos.ignition+json;version=3.5.0",
+    );
+    assert_eq!(server.http("GET", "/config/worker", &[accept]).status, 200);
+    server
+}
+
 #[test]
 fn rbac_grants_exactly_the_calls_the_server_makes() {
     let api = ApiServer::start(Options::default());
     load_realistic_cluster(&api);
     pool_at(&api, "broken", "rendered-broken-missing");
     let tokens = token_dir();
-    let mut server = Server::start_cluster(
-        api.kubeconfig_file(),
-        APISERVER_URL,
-        tokens.path(),
-        MCN_TIMINGS,
-    );
-    poll("ready", DEADLINE, || {
-        (mcs::request(server.metrics, None, "GET", "/readyz", &[]).status == 200).then_some(())
-    });
-
     // A machine boots from this server and joins as a Node.
-    let response = server.http(
-        "GET",
-        "/config/worker",
-        &[(
-            "Accept",
-            "application/vnd.coreos.ignition+json;version=3.5.0",
-        )],
-    );
-    assert_eq!(response.status, 200);
+    let mut server = start_and_serve_a_worker(api.kubeconfig_file(), tokens.path());
     // Its served record is shared (the ConfigMap is created, then its key applied) before the
     // node joins; once the node exists the record is settled and may never be written.
     poll("the served record shared", DEADLINE, || {
@@ -332,20 +328,7 @@ fn a_real_api_server_forbids_none_of_the_service_accounts_requests() {
     let kubeconfig = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(kubeconfig.path(), real.kubeconfig_with_token(&token)).unwrap();
     let tokens = token_dir();
-    let mut server =
-        Server::start_cluster(kubeconfig.path(), APISERVER_URL, tokens.path(), MCN_TIMINGS);
-    poll("ready", DEADLINE, || {
-        (mcs::request(server.metrics, None, "GET", "/readyz", &[]).status == 200).then_some(())
-    });
-    let response = server.http(
-        "GET",
-        "/config/worker",
-        &[(
-            "Accept",
-            "application/vnd.coreos.ignition+json;version=3.5.0",
-        )],
-    );
-    assert_eq!(response.status, 200);
+    let mut server = start_and_serve_a_worker(kubeconfig.path(), tokens.path());
     api.apply_object(&node("worker-0")).unwrap();
     poll("its MachineConfigNode with a status", DEADLINE, || {
         api.get("MachineConfigNode", None, "worker-0")
