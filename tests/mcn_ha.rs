@@ -24,7 +24,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cluster_support::{
-    lease_holder, load_realistic_cluster, token_dir, worker_node, APISERVER_URL, MCO_NAMESPACE,
+    lease_holder, load_realistic_cluster, node_with_roles, token_dir, worker_node, APISERVER_URL,
+    MCO_NAMESPACE,
 };
 use machine_config_server::mcn;
 use mcs::{poll, Server};
@@ -621,17 +622,7 @@ fn a_restarted_replica_keeps_what_it_published_and_an_api_outage_loses_nothing()
 }
 
 fn control_plane_node(name: &str, ip: IpAddr) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {
-            "kubernetes.io/hostname": name,
-            "kubernetes.io/os": "linux",
-            "node-role.kubernetes.io/master": "",
-            "node-role.kubernetes.io/control-plane": ""
-        }},
-        "status": {"addresses": [{"type": "InternalIP", "address": ip.to_string()}]}
-    })
+    node_with_roles(name, ip, &["master", "control-plane"])
 }
 
 #[test]

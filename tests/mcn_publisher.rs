@@ -646,15 +646,7 @@ fn foreign_mcn(api: &ApiServer, name: &str, owner_uid: &str) -> Value {
         "apiVersion": "machineconfiguration.openshift.io/v1",
         "kind": KIND,
         "metadata": {"name": name},
-        "status": {
-            "conditions": [{
-                "type": "Updated", "status": "True", "reason": "Updated",
-                "message": "Node is up to date",
-                "lastTransitionTime": "2025-05-22T12:37:28Z"
-            }],
-            "configVersion": {"desired": WORKER_RENDERED, "current": WORKER_RENDERED},
-            "observedGeneration": 1
-        }
+        "status": daemon_status()
     });
     api.apply_as("machine-config-daemon", &status, Scope::Status, true)
         .unwrap();
@@ -742,15 +734,7 @@ async fn a_foreign_mcn_created_and_status_updated_like_the_daemon_does_stays_byt
         )
         .unwrap();
     let mut with_status = created.clone();
-    with_status["status"] = json!({
-        "conditions": [{
-            "type": "Updated", "status": "True", "reason": "Updated",
-            "message": "Node is up to date",
-            "lastTransitionTime": "2025-05-22T12:37:28Z"
-        }],
-        "configVersion": {"desired": WORKER_RENDERED, "current": WORKER_RENDERED},
-        "observedGeneration": 1
-    });
+    with_status["status"] = daemon_status();
     let before = api
         .replace_as("machine-config-daemon", &with_status, Scope::Status)
         .unwrap();
@@ -1161,4 +1145,17 @@ fn write_crds_with_config_image(real: &Path, dir: &Path) {
         });
         std::fs::write(dir.join("machineconfignodes.json"), crd.to_string()).unwrap();
     }
+}
+
+/// The status the machine-config daemon reports for an up-to-date worker.
+fn daemon_status() -> Value {
+    json!({
+        "conditions": [{
+            "type": "Updated", "status": "True", "reason": "Updated",
+            "message": "Node is up to date",
+            "lastTransitionTime": "2025-05-22T12:37:28Z"
+        }],
+        "configVersion": {"desired": WORKER_RENDERED, "current": WORKER_RENDERED},
+        "observedGeneration": 1
+    })
 }

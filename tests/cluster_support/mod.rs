@@ -136,14 +136,22 @@ pub fn pool_at(api: &impl FixtureApi, name: &str, rendered: &str) {
 /// A worker Node as a kubelet registers it: hostname, OS and worker role labels, `ip` as its
 /// `InternalIP`.
 pub fn worker_node(name: &str, ip: impl std::fmt::Display) -> Value {
+    node_with_roles(name, ip, &["worker"])
+}
+
+/// A Node as a kubelet registers it: hostname and OS labels, a `node-role.kubernetes.io/<role>`
+/// label per role, `ip` as its `InternalIP` and `name` as its `Hostname` address.
+pub fn node_with_roles(name: &str, ip: impl std::fmt::Display, roles: &[&str]) -> Value {
+    let mut labels = serde_json::Map::new();
+    labels.insert("kubernetes.io/hostname".into(), json!(name));
+    labels.insert("kubernetes.io/os".into(), json!("linux"));
+    for role in roles {
+        labels.insert(format!("node-role.kubernetes.io/{role}"), json!(""));
+    }
     json!({
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": {
-            "kubernetes.io/hostname": name,
-            "kubernetes.io/os": "linux",
-            "node-role.kubernetes.io/worker": ""
-        }},
+        "metadata": {"name": name, "labels": labels},
         "status": {"addresses": [
             {"type": "InternalIP", "address": ip.to_string()},
             {"type": "Hostname", "address": name}
