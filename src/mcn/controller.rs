@@ -502,7 +502,9 @@ impl Reconciler {
                 );
                 // A status already there was written by someone else in the meantime.
                 let written = if created.status.is_none() {
-                    self.apply_status(action.name(), status, generation).await?
+                    let version = created.metadata.resource_version.as_deref();
+                    self.apply_status(action.name(), status, generation, version)
+                        .await?
                 } else {
                     created.metadata.resource_version
                 };
@@ -517,8 +519,11 @@ impl Reconciler {
                 name,
                 status,
                 generation,
+                resource_version,
             } => {
-                let written = self.apply_status(name, status, *generation).await?;
+                let written = self
+                    .apply_status(name, status, *generation, resource_version.as_deref())
+                    .await?;
                 info!(mcn = %name, "wrote initial MachineConfigNode status");
                 Ok((Outcome::StatusInitialized, written))
             }
@@ -591,8 +596,10 @@ impl Reconciler {
         name: &str,
         status: &InitialStatus,
         generation: i64,
+        resource_version: Option<&str>,
     ) -> Result<Option<String>, PublishError> {
-        let body = status_apply_body(name, &status.build(generation, Timestamp::now()));
+        let status = status.build(generation, Timestamp::now());
+        let body = status_apply_body(name, &status, resource_version);
         self.spend_write().await;
         self.mcns
             .patch_status(name, &self.params(), &Patch::Apply(&body))
@@ -681,11 +688,22 @@ fn without_config_image(mcn: &MachineConfigNode) -> MachineConfigNode {
 
 /// The body of a status apply: identity and `status` only, so that the apply claims no spec or
 /// metadata field.
-pub fn status_apply_body(name: &str, status: &MachineConfigNodeStatus) -> serde_json::Value {
+/// The apply body of an initial status. With `resource_version` the API server refuses it
+/// (409) when the MCN changed since that version: a status written meanwhile (by a previous
+/// leader) is never written over.
+pub fn status_apply_body(
+    name: &str,
+    status: &MachineConfigNodeStatus,
+    resource_version: Option<&str>,
+) -> serde_json::Value {
+    let mut metadata = serde_json::json!({ "name": name });
+    if let Some(version) = resource_version {
+        metadata["resourceVersion"] = version.into();
+    }
     serde_json::json!({
         "apiVersion": MachineConfigNode::api_version(&()),
         "kind": MachineConfigNode::kind(&()),
-        "metadata": { "name": name },
+        "metadata": metadata,
         "status": status,
     })
 }
@@ -748,7 +766,7 @@ mod tests {
             spec_desired: "not-yet-set".into(),
         }
         .build(1, Timestamp::UNIX_EPOCH);
-        let body = status_apply_body("n", &status);
+        let body = status_apply_body("n", &status, None);
         let keys: Vec<&str> = body
             .as_object()
             .unwrap()
@@ -759,5 +777,12 @@ mod tests {
         assert_eq!(body["apiVersion"], "machineconfiguration.openshift.io/v1");
         assert_eq!(body["kind"], "MachineConfigNode");
         assert_eq!(body["metadata"], serde_json::json!({"name": "n"}));
+        // Planned from version 42: the API server refuses it once the MCN moved on.
+        let conditional = status_apply_body("n", &status, Some("42"));
+        assert_eq!(
+            conditional["metadata"],
+            serde_json::json!({"name": "n", "resourceVersion": "42"})
+        );
+        assert_eq!(conditional["status"], body["status"]);
     }
 }

@@ -111,11 +111,14 @@ pub enum Action {
         mcn: Box<MachineConfigNode>,
         filled: Vec<&'static str>,
     },
-    /// Apply the initial status of our MCN, which has none yet (it is at `generation`).
+    /// Apply the initial status of our MCN, which has none yet (it is at `generation`). The
+    /// write is conditional on `resource_version`, the version the plan saw: a previous leader
+    /// may have written the status just before this replica's cache caught up.
     InitStatus {
         name: String,
         status: InitialStatus,
         generation: i64,
+        resource_version: Option<String>,
     },
     /// Delete our MCN whose Node (`node_uid`) is gone (precondition: the MCN's `uid`).
     Delete {
@@ -236,6 +239,7 @@ pub fn plan(world: &World<'_>, served: impl ServedLookup, config_image_declared:
                         name: name.to_owned(),
                         status: InitialStatus::for_node(node, &spec_desired),
                         generation: existing.metadata.generation.unwrap_or(1),
+                        resource_version: existing.metadata.resource_version.clone(),
                     });
                 }
             }

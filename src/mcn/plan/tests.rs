@@ -274,7 +274,7 @@ fn a_bootstrap_record_found_later_is_filled_in() {
 fn our_mcn_without_status_gets_its_initial_status() {
     let nodes = [node("w1", &["worker"], "10.0.0.21", json!({}))];
     let existing = [mcn(json!({
-        "metadata": {"name": "w1", "generation": 1, "annotations": ours()},
+        "metadata": {"name": "w1", "generation": 1, "resourceVersion": "7", "annotations": ours()},
         "spec": {"configVersion": {"desired": "rendered-worker-1"}}
     }))];
     let plan = plan(&world(&nodes, &existing), no_records, false);
@@ -282,12 +282,14 @@ fn our_mcn_without_status_gets_its_initial_status() {
         name,
         status,
         generation,
+        resource_version,
     }] = plan.actions.as_slice()
     else {
         panic!("{:?}", plan.actions);
     };
     assert_eq!(name, "w1");
     assert_eq!(*generation, 1);
+    assert_eq!(resource_version.as_deref(), Some("7"));
     assert_eq!(status.spec_desired, "rendered-worker-1");
 }
 
