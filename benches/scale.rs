@@ -675,8 +675,8 @@ impl Cluster {
         // cluster_support::load_realistic_cluster fills them).
         let mut cc = self.controller_config.clone();
         for (field, value) in [
-            ("additionalTrustBundle", json!("")),
-            ("cloudProviderCAData", json!("")),
+            ("additionalTrustBundle", Value::Null),
+            ("cloudProviderCAData", Value::Null),
             (
                 "dns",
                 json!({"apiVersion": "config.openshift.io/v1", "kind": "DNS", "spec": {"baseDomain": "example.com"}}),

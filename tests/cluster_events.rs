@@ -22,6 +22,7 @@ use cluster_support::{
     copy_rendered_config, lease_holder, load_realistic_cluster, pool_at, token_dir, worker_node,
     APISERVER_URL, WORKER_RENDERED,
 };
+use machine_config_server::events::REPORTING_CONTROLLER;
 use mcs::{poll, Server};
 use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options};
@@ -69,10 +70,14 @@ fn storm(server: &Server, paths: &[&str], count: usize) {
     });
 }
 
-/// Every `events.k8s.io/v1` Event (named by group: a real API server also serves them as core
-/// v1 Events, in another shape).
+/// Every `events.k8s.io/v1` Event this server reported (named by group: a real API server also
+/// serves them as core v1 Events, in another shape; and it reports Events of its own, such as
+/// `KubeAPIReadyz`, which are not ours to count).
 fn events(api: &ApiServer) -> Vec<Value> {
     api.list("events.events.k8s.io")
+        .into_iter()
+        .filter(|e| e["reportingController"] == REPORTING_CONTROLLER)
+        .collect()
 }
 
 fn find<'a>(events: &'a [Value], name: &str, reason: &str) -> Vec<&'a Value> {

@@ -33,15 +33,16 @@ pub fn fixture_dir() -> PathBuf {
 /// The realistic MachineConfigs, pools and ControllerConfig, plus the image registry's
 /// Service and the `kubeconfig-data` ConfigMap without a CA bundle.
 pub fn load_realistic_cluster(api: &impl FixtureApi) {
-    // The installer's bootstrap copy leaves fields the cluster's CRD requires null; the
-    // operator fills them in the cluster.
+    // The installer's bootstrap copy leaves fields the cluster's CRD requires absent or null;
+    // the operator fills them in the cluster. The CA fields are nullable `format: byte`: null is
+    // valid, "" is not (kube-apiserver answers 422, api-corpus step cc-empty-bytes).
     let path = fixture_dir().join("controller-config/machine-config-controller.yaml");
     let mut controller_config: Value =
         serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let spec = controller_config["spec"].as_object_mut().unwrap();
     for (field, value) in [
-        ("additionalTrustBundle", json!("")),
-        ("cloudProviderCAData", json!("")),
+        ("additionalTrustBundle", Value::Null),
+        ("cloudProviderCAData", Value::Null),
         (
             "dns",
             json!({"apiVersion": "config.openshift.io/v1", "kind": "DNS",

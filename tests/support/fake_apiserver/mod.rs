@@ -143,6 +143,19 @@ pub struct RequestRecord {
     pub status: u16,
 }
 
+impl RequestRecord {
+    /// The verbs kube-apiserver's authorizer checks for this request: the request's own verb,
+    /// and `create` as well when a patch (server-side apply) or an update created the object
+    /// (the API server authorizes that create separately, after the patch or update itself).
+    pub fn authorized_verbs(&self) -> Vec<&str> {
+        let mut verbs = vec![self.verb.as_str()];
+        if matches!(self.verb.as_str(), "patch" | "update") && self.status == 201 {
+            verbs.push("create");
+        }
+        verbs
+    }
+}
+
 /// State shared by the HTTP handlers and the test handle.
 pub struct Shared {
     registry: Registry,
