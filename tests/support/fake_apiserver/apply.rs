@@ -264,9 +264,6 @@ fn collect(value: &Value, shape: Shape, prefix: &mut FieldPath, out: &mut FieldS
         }
         Value::Object(map) => {
             for (field, child) in map {
-                if child.is_null() {
-                    continue;
-                }
                 prefix.push(Element::Field(field.clone()));
                 collect(child, shape.field(field), prefix, out);
                 if shape.undeclared(field) {
@@ -1061,15 +1058,15 @@ fn merge_root(def: &ResourceDef, live: &mut Value, config: &Value) {
     }
 }
 
+/// An explicit `null` in an apply configuration is a value, as structured-merge-diff takes it:
+/// the field is set to null (and owned); the schema's pruning then keeps it where the field is
+/// `nullable` and drops it elsewhere (`kubectl apply --server-side` can set a nullable field to
+/// null, which a merge patch cannot).
 fn merge_field(map: &mut Map<String, Value>, field: &str, value: &Value, shape: Shape) {
-    if value.is_null() {
-        map.shift_remove(field);
-        return;
-    }
     match map.get_mut(field) {
-        Some(existing) => merge(existing, value, shape),
-        None => {
-            map.insert(field.to_string(), without_nulls(value));
+        Some(existing) if !value.is_null() => merge(existing, value, shape),
+        _ => {
+            map.insert(field.to_string(), value.clone());
         }
     }
 }
@@ -1092,7 +1089,7 @@ fn merge(live: &mut Value, config: &Value, shape: Shape) {
                     let key = item_key(item, &keys);
                     match live_items.iter_mut().find(|l| item_key(l, &keys) == key) {
                         Some(existing) => merge(existing, item, shape.items()),
-                        None => live_items.push(without_nulls(item)),
+                        None => live_items.push(item.clone()),
                     }
                 }
             }
@@ -1103,21 +1100,8 @@ fn merge(live: &mut Value, config: &Value, shape: Shape) {
                     }
                 }
             }
-            _ => *live_items = config_items.iter().map(without_nulls).collect(),
+            _ => *live_items = config_items.clone(),
         },
-        (live, config) => *live = without_nulls(config),
-    }
-}
-
-fn without_nulls(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.clone(), without_nulls(v)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(without_nulls).collect()),
-        other => other.clone(),
+        (live, config) => *live = config.clone(),
     }
 }
