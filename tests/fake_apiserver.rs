@@ -36,6 +36,18 @@ async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
+/// Creates namespaces (a fresh server has only `default` and the `kube-*` ones; a namespaced
+/// create elsewhere is a 404, as on kube-apiserver).
+fn create_namespaces(server: &FakeApiServer, names: &[&str]) {
+    for name in names {
+        server
+            .create(
+                &json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name } }),
+            )
+            .unwrap_or_else(|e| panic!("namespace {name}: {e}"));
+    }
+}
+
 /// The Kubernetes Status of a failed call; panics if the call succeeded or failed otherwise.
 fn status_of<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> Box<kube::core::Status> {
     match result {
@@ -277,6 +289,7 @@ async fn get_create_replace_delete_status_codes() {
 #[tokio::test]
 async fn list_selectors_pagination_and_all_namespaces() {
     let server = FakeApiServer::start(Options::default());
+    create_namespaces(&server, &["other"]);
     let client = server.client().await;
     for (ns, name, labels) in [
         ("default", "cm-1", vec![("app", "a"), ("tier", "web")]),
@@ -477,6 +490,7 @@ async fn status_subresource_and_generation() {
 #[tokio::test]
 async fn leases_replace_with_resource_version() {
     let server = FakeApiServer::start(Options::default());
+    create_namespaces(&server, &["openshift-machine-config-operator"]);
     let api: Api<Lease> =
         Api::namespaced(server.client().await, "openshift-machine-config-operator");
     let lease = Lease {
@@ -1046,6 +1060,7 @@ async fn bookmarks_and_streaming_lists() {
 #[tokio::test]
 async fn request_log_records_verbs() {
     let server = FakeApiServer::start(Options::default());
+    create_namespaces(&server, &["ns1"]);
     let api: Api<ConfigMap> = Api::namespaced(server.client().await, "ns1");
     api.create(&PostParams::default(), &config_map("r", &[], &[]))
         .await
@@ -1097,6 +1112,7 @@ async fn request_log_records_verbs() {
 #[tokio::test]
 async fn fixtures_load_from_yaml() {
     let server = FakeApiServer::start(Options::default());
+    create_namespaces(&server, &["openshift-machine-config-operator"]);
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(
         dir.path().join("pools.yaml"),
@@ -1188,6 +1204,14 @@ async fn raw(
 /// parsed as JSON (Null if not).
 async fn send(server: &FakeApiServer, request: &str) -> (u16, Value) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // As the cluster admin of the server's kubeconfig (a request without a token is a 401).
+    let request = match request.split_once("\r\n") {
+        Some((line, rest)) if !rest.contains("Authorization:") => format!(
+            "{line}\r\nAuthorization: Bearer {}\r\n{rest}",
+            server.admin_token()
+        ),
+        _ => request.to_string(),
+    };
     let mut stream = tokio::net::TcpStream::connect(server.address())
         .await
         .expect("connect");
@@ -1207,6 +1231,7 @@ async fn send(server: &FakeApiServer, request: &str) -> (u16, Value) {
 #[tokio::test]
 async fn malformed_requests_get_status_errors_and_never_crash() {
     let server = FakeApiServer::start(Options::default());
+    create_namespaces(&server, &["d", "other"]);
     server
         .create(&json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "c", "namespace": "d" } }))
         .expect("seed");
@@ -1313,21 +1338,21 @@ async fn malformed_requests_get_status_errors_and_never_crash() {
             cm.into(),
             json_ct,
             r#"{"metadata":{"name":"x","labels":{"a":5}}}"#,
-            422,
+            400,
         ),
         (
             "POST",
             format!("{cm}?dryRun=Maybe"),
             json_ct,
             r#"{"metadata":{"name":"x"}}"#,
-            400,
+            422,
         ),
         (
             "POST",
             format!("{cm}?fieldValidation=Loose"),
             json_ct,
             r#"{"metadata":{"name":"x"}}"#,
-            400,
+            422,
         ),
         (
             "PUT",
@@ -2366,6 +2391,7 @@ fn widget_resource() -> support::fake_apiserver::ResourceDef {
         namespaced: false,
         status_subresource: true,
         schema: Some(std::sync::Arc::new(schema)),
+        builtin: None,
     }
 }
 
@@ -2590,7 +2616,18 @@ async fn status_subresource_rules_differ_for_custom_resources_and_nodes() {
         }),
     )
     .await;
-    assert_eq!(node["status"], json!({ "phase": "Running" }));
+    assert_eq!(node["status"]["phase"], "Running");
+    // The typed Node as encoding/json prints it: zero values of fields without omitempty.
+    assert_eq!(
+        node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"],
+        0
+    );
+    assert_eq!(node["status"]["nodeInfo"]["machineID"], "");
+    // TaintNodesByCondition (admission): a new Node is not ready.
+    assert_eq!(
+        node["spec"]["taints"],
+        json!([{ "key": "node.kubernetes.io/not-ready", "effect": "NoSchedule" }])
+    );
     // Node /status: spec changes ignored, metadata changes kept (only spec is reset).
     let mut status_write = node.clone();
     status_write["spec"]["unschedulable"] = json!(true);
@@ -2598,7 +2635,8 @@ async fn status_subresource_rules_differ_for_custom_resources_and_nodes() {
     status_write["status"]["phase"] = json!("Terminated");
     let (_, after) =
         raw_with_headers(&server, "PUT", "/api/v1/nodes/n/status", &[], &status_write).await;
-    assert_eq!(after["spec"]["unschedulable"], false);
+    // (`unschedulable: false` is omitempty: the stored spec prints without it.)
+    assert_eq!(after["spec"], node["spec"]);
     assert_eq!(after["metadata"]["labels"]["from-status"], "yes");
     assert_eq!(after["status"]["phase"], "Terminated");
     // Node main resource: status changes ignored.

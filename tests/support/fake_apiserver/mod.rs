@@ -63,8 +63,12 @@
 #![allow(dead_code, unused_imports)]
 
 mod apply;
+mod authz;
+mod builtin;
 pub mod cel;
+pub mod gotime;
 mod http;
+pub mod meta;
 mod registry;
 mod schema;
 mod selectors;
@@ -82,7 +86,7 @@ use serde_json::Value;
 pub use registry::{derived_crds, real_crds};
 pub use registry::{ResourceDef, ResourceId};
 pub use schema::{validate_against, validate_against_real_crd};
-pub use status::{ApiError, Cause};
+pub use status::{ApiError, BadValue, Cause, ErrorType, FieldError};
 pub use store::{Scope, WriteParams};
 
 use registry::Registry;
@@ -90,6 +94,10 @@ use store::{Preconditions, Store, Target};
 
 /// Field manager the fixture helpers ([`FakeApiServer::apply_object`], `load_yaml_*`) use.
 pub const FIXTURE_MANAGER: &str = "fake-apiserver-fixtures";
+
+/// The namespaces a fresh kube-apiserver has.
+pub const SYSTEM_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// How to start a [`FakeApiServer`].
 #[derive(Clone, Debug)]
@@ -141,6 +149,8 @@ pub struct RequestRecord {
     pub name: Option<String>,
     /// HTTP status of the response (200 for a watch that started).
     pub status: u16,
+    /// The authenticated user (empty when authentication failed).
+    pub user: String,
 }
 
 impl RequestRecord {
@@ -159,6 +169,7 @@ impl RequestRecord {
 /// State shared by the HTTP handlers and the test handle.
 pub struct Shared {
     registry: Registry,
+    tokens: Mutex<authz::Tokens>,
     store: Arc<Mutex<Store>>,
     requests: Mutex<Vec<RequestRecord>>,
     options: Options,
@@ -217,19 +228,38 @@ impl FakeApiServer {
         let address = listener
             .local_addr()
             .map_err(|e| format!("local_addr: {e}"))?;
-        let store = Store::new(registry.len(), options.history_limit);
+        let namespaces = registry.find("", "v1", "namespaces");
+        let store = Store::new(registry.len(), options.history_limit, namespaces);
         let shared = Arc::new(Shared {
             registry,
+            tokens: Mutex::new(authz::Tokens::default()),
             store: Arc::new(Mutex::new(store)),
             requests: Mutex::new(Vec::new()),
             options,
             address,
         });
 
+        // What every kube-apiserver creates at start (its bootstrap controller).
+        if let Some(id) = namespaces {
+            let def = shared.registry.get(id).clone();
+            let mut store = shared.lock_store().map_err(|e| e.to_string())?;
+            for name in SYSTEM_NAMESPACES {
+                let namespace = serde_json::json!({
+                    "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name }
+                });
+                store
+                    .create(&def, id, None, namespace, &Self::params("kube-apiserver"))
+                    .map_err(|e| format!("namespace {name}: {e}"))?;
+            }
+        }
+
         let dir = tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))?;
         let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, kubeconfig_yaml(&format!("http://{address}")))
-            .map_err(|e| format!("writing kubeconfig: {e}"))?;
+        std::fs::write(
+            &kubeconfig,
+            kubeconfig_yaml(&format!("http://{address}"), authz::ADMIN_TOKEN),
+        )
+        .map_err(|e| format!("writing kubeconfig: {e}"))?;
 
         let (control, control_rx) = tokio::sync::mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -326,6 +356,47 @@ impl FakeApiServer {
     /// The current global resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.store().revision()
+    }
+
+    /// The cluster-admin token of [`FakeApiServer::kubeconfig_file`] (a `system:masters` user).
+    pub fn admin_token(&self) -> String {
+        authz::ADMIN_TOKEN.to_string()
+    }
+
+    /// A token of the ServiceAccount `namespace/name`, as a TokenRequest gives one: requests
+    /// with it are that ServiceAccount's and the server's RBAC authorizes them against the
+    /// stored Roles, ClusterRoles and bindings. 404 when the ServiceAccount does not exist.
+    pub fn token_for(&self, namespace: &str, name: &str) -> Result<String, ApiError> {
+        let id = self.resolve("ServiceAccount");
+        let def = self.shared.registry.get(id);
+        let (exists, seed) = {
+            let store = self.store();
+            (
+                store.get(id, Some(namespace), name).is_some(),
+                store.revision(),
+            )
+        };
+        if !exists {
+            return Err(ApiError::not_found(def, name));
+        }
+        let user = authz::User::service_account(namespace, name);
+        match self.shared.tokens.lock() {
+            Ok(mut tokens) => Ok(tokens.issue(user, seed)),
+            Err(_) => Err(ApiError::internal("token table lock poisoned")),
+        }
+    }
+
+    /// A kubeconfig for this server that authenticates with `token`.
+    pub fn kubeconfig_with_token(&self, token: &str) -> String {
+        kubeconfig_yaml(&self.url(), token)
+    }
+
+    /// The requests `user` made (e.g. `system:serviceaccount:<namespace>:<name>`), in order.
+    pub fn requests_of(&self, user: &str) -> Vec<RequestRecord> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.user == user)
+            .collect()
     }
 
     /// Every API request received so far, in order.
@@ -700,7 +771,7 @@ fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
     Ok(())
 }
 
-fn kubeconfig_yaml(server: &str) -> String {
+fn kubeconfig_yaml(server: &str, token: &str) -> String {
     format!(
         "apiVersion: v1
 kind: Config
@@ -711,7 +782,7 @@ clusters:
 users:
 - name: fake
   user:
-    token: fake-token
+    token: {token}
 contexts:
 - name: fake
   context:
