@@ -19,9 +19,20 @@ use crate::support::fake_apiserver::FakeApiServer;
 pub use crate::support::fake_apiserver::{ApiError, Options, RequestRecord, Scope};
 use crate::support::real_apiserver::{self, RealApiServer};
 
-/// Namespaces every OpenShift cluster has and the code under test writes into (the fake server
-/// serves any namespace; a fresh real one only `default` and the `kube-*` ones).
+/// Namespaces every OpenShift cluster has and the code under test writes into (a fresh API
+/// server, real or in-test, has only `default` and the `kube-*` ones).
 const CLUSTER_NAMESPACES: &[&str] = &["openshift-machine-config-operator"];
+
+fn create_cluster_namespaces(apply: impl Fn(&Value) -> Result<Value, ApiError>) {
+    for namespace in CLUSTER_NAMESPACES {
+        let object = serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}
+        });
+        if let Err(e) = apply(&object) {
+            panic!("namespace {namespace}: {e}");
+        }
+    }
+}
 
 /// The API server of a test (see the module docs); dropping it stops the server.
 pub enum ApiServer {
@@ -62,7 +73,9 @@ impl ApiServer {
     pub fn start(options: Options) -> Self {
         let Some(assets) = real_apiserver::assets() else {
             real_apiserver::record_not_run(real_apiserver::TIER_NOT_RUN);
-            return ApiServer::Fake(FakeApiServer::start(options));
+            let server = FakeApiServer::start(options);
+            create_cluster_namespaces(|object| server.apply_object(object));
+            return ApiServer::Fake(server);
         };
         let crd_dir = match options
             .crd_dir
@@ -79,14 +92,7 @@ impl ApiServer {
             Ok(server) => server,
             Err(e) => panic!("real API server failed to start: {e}"),
         };
-        for namespace in CLUSTER_NAMESPACES {
-            let object = serde_json::json!({
-                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}
-            });
-            if let Err(e) = server.apply_object(&object) {
-                panic!("namespace {namespace}: {e}");
-            }
-        }
+        create_cluster_namespaces(|object| server.apply_object(object));
         ApiServer::Real(Box::new(server))
     }
 
