@@ -7,8 +7,8 @@
 //! same code path as HTTP). Powers only the fake has are explicit: a test step that needs one
 //! asks [`skip_on_real`], which records the step as not run on a real server.
 //! `stop`/`restart` (kube-apiserver killed and started again on its port and storage),
-//! `compact` (etcd compaction) and `requests` (the audit log of the code under test's
-//! identity) have real counterparts.
+//! `compact` (etcd compaction), `requests` (the audit log of the code under test's
+//! identity) and ServiceAccount tokens authorized by RBAC have real counterparts.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -218,6 +218,22 @@ impl ApiServer {
     /// The requests of the code under test, as the authorizer sees them.
     pub fn requests(&self) -> Vec<RequestRecord> {
         either!(self, s => s.requests())
+    }
+
+    /// The requests of `user` (e.g. `system:serviceaccount:<namespace>:<name>`).
+    pub fn requests_of(&self, user: &str) -> Vec<RequestRecord> {
+        either!(self, s => s.requests_of(user))
+    }
+
+    /// A token of the ServiceAccount `namespace/name` (a TokenRequest): requests with it are
+    /// that ServiceAccount's, authorized by the server's RBAC.
+    pub fn token_for(&self, namespace: &str, name: &str) -> Result<String, ApiError> {
+        either!(self, s => s.token_for(namespace, name))
+    }
+
+    /// A kubeconfig for this server that authenticates with `token`.
+    pub fn kubeconfig_with_token(&self, token: &str) -> String {
+        either!(self, s => s.kubeconfig_with_token(token))
     }
 
     pub fn clear_requests(&self) {
