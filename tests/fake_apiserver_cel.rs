@@ -301,6 +301,14 @@ fn an_unchanged_invalid_value_is_ratcheted_but_a_changed_one_is_not() {
     assert!(validate(schema, Some(&old), &new)
         .expect("evaluable")
         .is_empty());
+    // Kubernetes answers the ratcheted violation as a warning.
+    let (_, warnings) = support::fake_apiserver::cel::validate_ratcheting(schema, Some(&old), &new)
+        .expect("evaluable");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("spec.labels[a]: Invalid value: \"X\": "),
+        "{warnings:?}"
+    );
     new["spec"]["labels"]["b"] = json!("Y");
     assert_eq!(
         fields(validate(schema, Some(&old), &new).expect("evaluable")),

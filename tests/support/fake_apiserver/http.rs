@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 
 use super::authz::{self, Attributes, User};
 use super::meta;
-use super::registry::ResourceId;
+use super::registry::{ResourceDef, ResourceId};
 use super::selectors::{FieldSelector, LabelSelector, Selectors};
 use super::status::{go_quote, ApiError, BadValue, FieldError};
 use super::store::{
@@ -329,7 +329,7 @@ fn parse_query(query: &str) -> HashMap<String, String> {
         .collect()
 }
 
-fn selectors(query: &HashMap<String, String>) -> Result<Selectors, ApiError> {
+fn selectors(def: &ResourceDef, query: &HashMap<String, String>) -> Result<Selectors, ApiError> {
     Ok(Selectors {
         labels: LabelSelector::parse(
             query
@@ -342,6 +342,7 @@ fn selectors(query: &HashMap<String, String>) -> Result<Selectors, ApiError> {
                 .get("fieldSelector")
                 .map(String::as_str)
                 .unwrap_or_default(),
+            &def.field_labels(),
         )?,
     })
 }
@@ -494,7 +495,7 @@ async fn resource_request(
         }
         "list" if path.subresource.is_none() => {
             let params = ListParams {
-                selectors: selectors(query)?,
+                selectors: selectors(&def, query)?,
                 limit: match query.get("limit").filter(|l| !l.is_empty()) {
                     Some(l) => Some(
                         l.parse()
@@ -534,7 +535,7 @@ async fn resource_request(
             let params = WatchParams {
                 resource: path.id,
                 namespace: path.namespace.clone(),
-                selectors: selectors(query)?,
+                selectors: selectors(&def, query)?,
                 resource_version: query.get("resourceVersion").cloned(),
                 send_initial_events: is_true(query.get("sendInitialEvents")),
                 allow_bookmarks: is_true(query.get("allowWatchBookmarks")),
@@ -719,7 +720,7 @@ async fn resource_request(
                 &def,
                 path.id,
                 path.namespace.as_deref(),
-                &selectors(query)?,
+                &selectors(&def, query)?,
                 dry_run,
             )?;
             Ok(json_response(StatusCode::OK, &list, &[]))

@@ -83,6 +83,17 @@ impl ResourceDef {
         }
     }
 
+    /// The field selector labels this resource accepts and the value of an unset field: a
+    /// custom resource's `metadata.name` (and `metadata.namespace` when namespaced), a built-in
+    /// kind's own list, else the generic pair.
+    pub fn field_labels(&self) -> Vec<(&'static str, &'static str)> {
+        match self.builtin {
+            Some(kind) => kind.field_labels.to_vec(),
+            None if self.is_custom() && !self.namespaced => vec![("metadata.name", "")],
+            None => vec![("metadata.name", ""), ("metadata.namespace", "")],
+        }
+    }
+
     /// Whether the resource comes from a CustomResourceDefinition (generation tracking, schema).
     pub fn is_custom(&self) -> bool {
         self.schema.is_some()

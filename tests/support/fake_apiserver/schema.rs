@@ -459,10 +459,13 @@ impl Validator {
     }
 
     fn check_string(&mut self, text: &str, schema: &Value, path: &str) {
+        self.check_format(text, schema, path);
+        // kube-openapi's string validator reports the first of maxLength, minLength, pattern.
         let length = text.chars().count() as u64;
         if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
             if length > max {
                 self.errors.push(FieldError::too_long(path, max as usize));
+                return;
             }
         }
         if let Some(min) = schema.get("minLength").and_then(Value::as_u64) {
@@ -475,6 +478,7 @@ impl Validator {
                         shown(path)
                     ),
                 );
+                return;
             }
         }
         if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
@@ -492,6 +496,11 @@ impl Validator {
                 }
             }
         }
+    }
+
+    /// A string `format` of kube-openapi's registry: a `FieldValueTypeInvalid` when the value
+    /// is not of it.
+    fn check_format(&mut self, text: &str, schema: &Value, path: &str) {
         if let Some(format) = schema.get("format").and_then(Value::as_str) {
             if !valid_format(format, text) {
                 self.errors.push(FieldError::new(

@@ -1680,6 +1680,22 @@ fn list_json(
         None if def.is_custom() => metadata["continue"] = json!(""),
         None => {}
     }
+    // Items of a built-in kind's typed list are printed without their apiVersion and kind;
+    // an unstructured list (custom resources) keeps them.
+    let items: Vec<Value> = if def.is_custom() {
+        items
+    } else {
+        items
+            .into_iter()
+            .map(|mut item| {
+                if let Value::Object(map) = &mut item {
+                    map.remove("apiVersion");
+                    map.remove("kind");
+                }
+                item
+            })
+            .collect()
+    };
     json!({
         "kind": format!("{}List", def.kind),
         "apiVersion": def.api_version(),
