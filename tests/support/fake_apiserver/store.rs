@@ -730,8 +730,18 @@ impl Store {
                 }
             }
             PatchType::Json => {
-                let patch: json_patch::Patch = serde_json::from_slice(body)
-                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                // jsonpatch.DecodePatch only needs a list of objects (else 400); an operation
+                // it cannot apply (unknown op, missing path, failed test) is a 422.
+                let operations: Vec<Map<String, Value>> =
+                    serde_json::from_slice(body).map_err(|e| {
+                        ApiError::bad_request(format!(
+                            "json: cannot unmarshal into Go value of type jsonpatch.Patch: {e}"
+                        ))
+                    })?;
+                let patch: json_patch::Patch = serde_json::from_value(Value::Array(
+                    operations.into_iter().map(Value::Object).collect(),
+                ))
+                .map_err(|_| ApiError::generic(422))?;
                 json_patch::patch(&mut patched, &patch).map_err(|_| ApiError::generic(422))?;
             }
         }
