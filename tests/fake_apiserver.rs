@@ -1565,6 +1565,43 @@ async fn finalizers_preconditions_json_patch_generate_name_and_dry_run() {
         .await
         .expect("dry run create");
     assert!(server.get("ConfigMap", Some("default"), "dry").is_none());
+    // ... nor does a dry-run update, patch or delete change what is stored.
+    api.create(
+        &PostParams::default(),
+        &config_map("wet", &[], &[("k", "v")]),
+    )
+    .await
+    .expect("create");
+    let stored = server.get("ConfigMap", Some("default"), "wet").unwrap();
+    let mut changed = config_map("wet", &[], &[("k", "changed")]);
+    changed.metadata.resource_version = stored["metadata"]["resourceVersion"]
+        .as_str()
+        .map(str::to_string);
+    let answered = api
+        .replace("wet", &dry, &changed)
+        .await
+        .expect("dry update");
+    assert_eq!(answered.data.unwrap()["k"], "changed");
+    let dry_patch = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    api.patch(
+        "wet",
+        &dry_patch,
+        &Patch::Merge(json!({ "data": { "k": "patched" } })),
+    )
+    .await
+    .expect("dry patch");
+    let dry_delete = DeleteParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    api.delete("wet", &dry_delete).await.expect("dry delete");
+    assert_eq!(
+        server.get("ConfigMap", Some("default"), "wet").unwrap(),
+        stored
+    );
 
     // JSON patch with a failing test op is rejected; a good one applies.
     api.create(&PostParams::default(), &config_map("f", &[], &[("k", "v")]))
