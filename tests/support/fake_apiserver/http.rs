@@ -29,8 +29,8 @@ use super::store::{
 use super::watch::{partial_metadata, WatchParams, WatchStream};
 use super::{RequestRecord, Shared};
 
-/// Request bodies above this size are refused (Kubernetes' limit is about 3 MiB).
-const MAX_BODY: usize = 8 * 1024 * 1024;
+/// Request bodies above this size are refused, as kube-apiserver's `MaxRequestBodyBytes`.
+const MAX_BODY: usize = 3 * 1024 * 1024;
 
 /// The router: one fallback handler that parses every path itself.
 pub fn router(shared: Arc<Shared>) -> axum::Router {
@@ -442,7 +442,7 @@ async fn read_body(request: Request) -> Result<bytes::Bytes, ApiError> {
             ApiError::new(
                 413,
                 "RequestEntityTooLarge",
-                "the request body is too large or could not be read",
+                format!("Request entity too large: limit is {MAX_BODY}"),
             )
         })
 }
