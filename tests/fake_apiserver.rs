@@ -3204,3 +3204,54 @@ subjects:
         .iter()
         .all(|r| r.user == "system:serviceaccount:ops:robot"));
 }
+
+#[tokio::test]
+async fn foreground_and_orphan_deletion_wait_for_a_garbage_collector() {
+    // Without kube-controller-manager nothing removes the finalizer a propagation policy adds:
+    // the object stays, marked for deletion, as on a bare kube-apiserver.
+    let server = FakeApiServer::start(Options::default());
+    let admin = server.admin_token();
+    let pools = "/apis/machineconfiguration.openshift.io/v1/machineconfigpools";
+    for (name, options, finalizer) in [
+        (
+            "fg",
+            json!({"propagationPolicy": "Foreground"}),
+            Some("foregroundDeletion"),
+        ),
+        (
+            "orphan",
+            json!({"propagationPolicy": "Orphan"}),
+            Some("orphan"),
+        ),
+        ("bg", json!({"propagationPolicy": "Background"}), None),
+    ] {
+        server
+            .create(&serde_json::to_value(pool(name, "rendered-x")).unwrap())
+            .unwrap();
+        let (code, _, answer) = raw_as(
+            &server,
+            Some(&admin),
+            "DELETE",
+            &format!("{pools}/{name}"),
+            "application/json",
+            &options,
+        )
+        .await;
+        assert_eq!(code, 200, "{answer}");
+        match finalizer {
+            Some(finalizer) => {
+                assert_eq!(
+                    answer["metadata"]["finalizers"],
+                    json!([finalizer]),
+                    "{answer}"
+                );
+                let kept = server.get("MachineConfigPool", None, name).unwrap();
+                assert!(kept["metadata"]["deletionTimestamp"].is_string());
+            }
+            None => {
+                assert_eq!(answer["status"], "Success", "{answer}");
+                assert!(server.get("MachineConfigPool", None, name).is_none());
+            }
+        }
+    }
+}

@@ -654,14 +654,34 @@ async fn resource_request(
                     ))
                 })?
             };
+            let policy = options["propagationPolicy"]
+                .as_str()
+                .or(query.get("propagationPolicy").map(String::as_str));
+            let orphan_dependents = options["orphanDependents"]
+                .as_bool()
+                .or(query.get("orphanDependents").map(|v| v == "true"));
             let preconditions = Preconditions {
                 uid: options["preconditions"]["uid"].as_str().map(str::to_string),
                 resource_version: options["preconditions"]["resourceVersion"]
                     .as_str()
                     .map(str::to_string),
+                // shouldOrphanDependents/shouldDeleteDependents: orphanDependents decides alone
+                // (false is a background deletion), else the propagation policy.
+                propagation_finalizer: match (orphan_dependents, policy) {
+                    (Some(true), _) | (None, Some("Orphan")) => Some("orphan".into()),
+                    (None, Some("Foreground")) => Some("foregroundDeletion".into()),
+                    _ => None,
+                },
             };
             let mut errors = Vec::new();
-            if let Some(policy) = options["propagationPolicy"].as_str() {
+            if policy.is_some() && orphan_dependents.is_some() {
+                errors.push(FieldError::invalid(
+                    "propagationPolicy",
+                    BadValue::Str(policy.unwrap_or_default().into()),
+                    "orphanDependents and deletionPropagation cannot be both set",
+                ));
+            }
+            if let Some(policy) = policy {
                 if !matches!(policy, "Foreground" | "Background" | "Orphan") {
                     errors.push(FieldError::not_supported(
                         "propagationPolicy",

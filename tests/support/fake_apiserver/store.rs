@@ -135,6 +135,9 @@ pub struct WriteOutcome {
 pub struct Preconditions {
     pub uid: Option<String>,
     pub resource_version: Option<String>,
+    /// The finalizer a delete's propagation adds (`foregroundDeletion` for `Foreground`,
+    /// `orphan` for `Orphan`): with no garbage collector running it stays, and so does the object.
+    pub propagation_finalizer: Option<String>,
 }
 
 /// Parameters of a LIST.
@@ -532,7 +535,7 @@ impl Store {
                 &old,
                 &Preconditions {
                     uid: Some(uid.to_string()),
-                    resource_version: None,
+                    ..Preconditions::default()
                 },
             )?;
         }
@@ -813,6 +816,7 @@ impl Store {
                     resource_version: config["metadata"]["resourceVersion"]
                         .as_str()
                         .map(str::to_string),
+                    ..Preconditions::default()
                 },
             )?;
         }
@@ -872,9 +876,18 @@ impl Store {
                 ));
             }
         }
-        let has_finalizers = old["metadata"]["finalizers"]
+        let mut finalizers: Vec<Value> = old["metadata"]["finalizers"]
             .as_array()
-            .is_some_and(|f| !f.is_empty());
+            .cloned()
+            .unwrap_or_default();
+        if let Some(added) = preconditions.propagation_finalizer.as_deref() {
+            if old["metadata"].get("deletionTimestamp").is_none()
+                && !finalizers.iter().any(|f| f == added)
+            {
+                finalizers.push(json!(added));
+            }
+        }
+        let has_finalizers = !finalizers.is_empty();
         if is_namespace(def) {
             if matches!(
                 target.name.as_str(),
@@ -903,6 +916,7 @@ impl Store {
             let mut marked = old.clone();
             marked["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
             marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            marked["metadata"]["finalizers"] = Value::Array(finalizers);
             // markAsDeleting: an object with a generation gets a new one when it starts
             // being deleted.
             if let Some(generation) = old["metadata"]["generation"].as_i64().filter(|g| *g > 0) {
