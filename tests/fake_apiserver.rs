@@ -1456,6 +1456,21 @@ async fn malformed_requests_get_status_errors_and_never_crash() {
         ),
         ("DELETE", format!("{cm}/missing"), json_ct, "", 404),
         ("OPTIONS", cm.into(), json_ct, "", 405),
+        // A create names no object, an update or patch one.
+        (
+            "POST",
+            format!("{cm}/c"),
+            json_ct,
+            r#"{"metadata":{"name":"c"}}"#,
+            405,
+        ),
+        (
+            "PUT",
+            cm.into(),
+            json_ct,
+            r#"{"metadata":{"name":"c"}}"#,
+            405,
+        ),
         ("POST", "/apis".into(), json_ct, "", 405),
     ];
     for (method, path, content_type, body, want) in cases {

@@ -455,6 +455,15 @@ async fn resource_request(
     context: RequestContext<'_>,
 ) -> Result<Response, ApiError> {
     let verb = context.verb;
+    // What kube-apiserver routes nowhere: a create of a named object, a write to a collection.
+    let misdirected = match verb {
+        "create" => path.name.is_some() && path.subresource.as_deref() != Some("token"),
+        "update" | "patch" => path.name.is_none(),
+        _ => false,
+    };
+    if misdirected {
+        return Err(ApiError::generic(405));
+    }
     let def = shared.registry.get(path.id).clone();
     let scope = if path.subresource.is_some() {
         Scope::Status

@@ -360,6 +360,10 @@ impl ApiError {
                 "NotFound",
                 "the server could not find the requested resource",
             ),
+            405 => (
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+            ),
             _ => ("", "the server responded with an error"),
         };
         let mut err = ApiError::new(code, reason, message);
