@@ -814,7 +814,7 @@ fn json_response(status: StatusCode, body: &Value, warnings: &[String]) -> Respo
         HeaderValue::from_static("application/json"),
     );
     for warning in warnings {
-        let text = format!("299 - {:?}", warning);
+        let text = format!("299 - {}", go_quote(warning));
         if let Ok(value) = HeaderValue::from_str(&text) {
             response.headers_mut().append(header::WARNING, value);
         }
