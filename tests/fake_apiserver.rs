@@ -36,6 +36,18 @@ async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
+/// Creates namespaces (a fresh server has only `default` and the `kube-*` ones; a namespaced
+/// create elsewhere is a 404, as on kube-apiserver).
+fn create_namespaces(server: &FakeApiServer, names: &[&str]) {
+    for name in names {
+        server
+            .create(
+                &json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name } }),
+            )
+            .unwrap_or_else(|e| panic!("namespace {name}: {e}"));
+    }
+}
+
 /// The Kubernetes Status of a failed call; panics if the call succeeded or failed otherwise.
 fn status_of<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> Box<kube::core::Status> {
     match result {
@@ -277,6 +289,7 @@ async fn get_create_replace_delete_status_codes() {
 #[tokio::test]
 async fn list_selectors_pagination_and_all_namespaces() {
     let server = FakeApiServer::start(Options::default());
+    create_namespaces(&server, &["other"]);
     let client = server.client().await;
     for (ns, name, labels) in [
         ("default", "cm-1", vec![("app", "a"), ("tier", "web")]),
@@ -477,6 +490,7 @@ async fn status_subresource_and_generation() {
 #[tokio::test]
 async fn leases_replace_with_resource_version() {
     let server = FakeApiServer::start(Options::default());
+    create_namespaces(&server, &["openshift-machine-config-operator"]);
     let api: Api<Lease> =
         Api::namespaced(server.client().await, "openshift-machine-config-operator");
     let lease = Lease {
@@ -1046,6 +1060,7 @@ async fn bookmarks_and_streaming_lists() {
 #[tokio::test]
 async fn request_log_records_verbs() {
     let server = FakeApiServer::start(Options::default());
+    create_namespaces(&server, &["ns1"]);
     let api: Api<ConfigMap> = Api::namespaced(server.client().await, "ns1");
     api.create(&PostParams::default(), &config_map("r", &[], &[]))
         .await
@@ -1097,6 +1112,7 @@ async fn request_log_records_verbs() {
 #[tokio::test]
 async fn fixtures_load_from_yaml() {
     let server = FakeApiServer::start(Options::default());
+    create_namespaces(&server, &["openshift-machine-config-operator"]);
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(
         dir.path().join("pools.yaml"),
@@ -1188,6 +1204,14 @@ async fn raw(
 /// parsed as JSON (Null if not).
 async fn send(server: &FakeApiServer, request: &str) -> (u16, Value) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // As the cluster admin of the server's kubeconfig (a request without a token is a 401).
+    let request = match request.split_once("\r\n") {
+        Some((line, rest)) if !rest.contains("Authorization:") => format!(
+            "{line}\r\nAuthorization: Bearer {}\r\n{rest}",
+            server.admin_token()
+        ),
+        _ => request.to_string(),
+    };
     let mut stream = tokio::net::TcpStream::connect(server.address())
         .await
         .expect("connect");
@@ -1207,6 +1231,7 @@ async fn send(server: &FakeApiServer, request: &str) -> (u16, Value) {
 #[tokio::test]
 async fn malformed_requests_get_status_errors_and_never_crash() {
     let server = FakeApiServer::start(Options::default());
+    create_namespaces(&server, &["d", "other"]);
     server
         .create(&json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "c", "namespace": "d" } }))
         .expect("seed");
@@ -1313,21 +1338,21 @@ async fn malformed_requests_get_status_errors_and_never_crash() {
             cm.into(),
             json_ct,
             r#"{"metadata":{"name":"x","labels":{"a":5}}}"#,
-            422,
+            400,
         ),
         (
             "POST",
             format!("{cm}?dryRun=Maybe"),
             json_ct,
             r#"{"metadata":{"name":"x"}}"#,
-            400,
+            422,
         ),
         (
             "POST",
             format!("{cm}?fieldValidation=Loose"),
             json_ct,
             r#"{"metadata":{"name":"x"}}"#,
-            400,
+            422,
         ),
         (
             "PUT",
@@ -1431,6 +1456,21 @@ async fn malformed_requests_get_status_errors_and_never_crash() {
         ),
         ("DELETE", format!("{cm}/missing"), json_ct, "", 404),
         ("OPTIONS", cm.into(), json_ct, "", 405),
+        // A create names no object, an update or patch one.
+        (
+            "POST",
+            format!("{cm}/c"),
+            json_ct,
+            r#"{"metadata":{"name":"c"}}"#,
+            405,
+        ),
+        (
+            "PUT",
+            cm.into(),
+            json_ct,
+            r#"{"metadata":{"name":"c"}}"#,
+            405,
+        ),
         ("POST", "/apis".into(), json_ct, "", 405),
     ];
     for (method, path, content_type, body, want) in cases {
@@ -1540,6 +1580,43 @@ async fn finalizers_preconditions_json_patch_generate_name_and_dry_run() {
         .await
         .expect("dry run create");
     assert!(server.get("ConfigMap", Some("default"), "dry").is_none());
+    // ... nor does a dry-run update, patch or delete change what is stored.
+    api.create(
+        &PostParams::default(),
+        &config_map("wet", &[], &[("k", "v")]),
+    )
+    .await
+    .expect("create");
+    let stored = server.get("ConfigMap", Some("default"), "wet").unwrap();
+    let mut changed = config_map("wet", &[], &[("k", "changed")]);
+    changed.metadata.resource_version = stored["metadata"]["resourceVersion"]
+        .as_str()
+        .map(str::to_string);
+    let answered = api
+        .replace("wet", &dry, &changed)
+        .await
+        .expect("dry update");
+    assert_eq!(answered.data.unwrap()["k"], "changed");
+    let dry_patch = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    api.patch(
+        "wet",
+        &dry_patch,
+        &Patch::Merge(json!({ "data": { "k": "patched" } })),
+    )
+    .await
+    .expect("dry patch");
+    let dry_delete = DeleteParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    api.delete("wet", &dry_delete).await.expect("dry delete");
+    assert_eq!(
+        server.get("ConfigMap", Some("default"), "wet").unwrap(),
+        stored
+    );
 
     // JSON patch with a failing test op is rejected; a good one applies.
     api.create(&PostParams::default(), &config_map("f", &[], &[("k", "v")]))
@@ -2366,6 +2443,7 @@ fn widget_resource() -> support::fake_apiserver::ResourceDef {
         namespaced: false,
         status_subresource: true,
         schema: Some(std::sync::Arc::new(schema)),
+        builtin: None,
     }
 }
 
@@ -2590,7 +2668,18 @@ async fn status_subresource_rules_differ_for_custom_resources_and_nodes() {
         }),
     )
     .await;
-    assert_eq!(node["status"], json!({ "phase": "Running" }));
+    assert_eq!(node["status"]["phase"], "Running");
+    // The typed Node as encoding/json prints it: zero values of fields without omitempty.
+    assert_eq!(
+        node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"],
+        0
+    );
+    assert_eq!(node["status"]["nodeInfo"]["machineID"], "");
+    // TaintNodesByCondition (admission): a new Node is not ready.
+    assert_eq!(
+        node["spec"]["taints"],
+        json!([{ "key": "node.kubernetes.io/not-ready", "effect": "NoSchedule" }])
+    );
     // Node /status: spec changes ignored, metadata changes kept (only spec is reset).
     let mut status_write = node.clone();
     status_write["spec"]["unschedulable"] = json!(true);
@@ -2598,7 +2687,8 @@ async fn status_subresource_rules_differ_for_custom_resources_and_nodes() {
     status_write["status"]["phase"] = json!("Terminated");
     let (_, after) =
         raw_with_headers(&server, "PUT", "/api/v1/nodes/n/status", &[], &status_write).await;
-    assert_eq!(after["spec"]["unschedulable"], false);
+    // (`unschedulable: false` is omitempty: the stored spec prints without it.)
+    assert_eq!(after["spec"], node["spec"]);
     assert_eq!(after["metadata"]["labels"]["from-status"], "yes");
     assert_eq!(after["status"]["phase"], "Terminated");
     // Node main resource: status changes ignored.
@@ -2659,4 +2749,524 @@ async fn status_subresource_rules_differ_for_custom_resources_and_nodes() {
         .expect("held by its finalizer");
     assert!(deleting["metadata"]["deletionTimestamp"].is_string());
     assert_eq!(deleting["metadata"]["generation"], 3);
+}
+
+// --- Kubernetes' own rules, beyond what the recorded corpus (tests/apiserver_corpus.rs) asks ---
+
+#[test]
+fn timestamps_parse_and_print_as_metav1_time_and_micro_time() {
+    use support::fake_apiserver::gotime::{normalize, parse, Layout};
+    assert_eq!(
+        parse("yesterday", Layout::Rfc3339Micro).unwrap_err(),
+        r#"parsing time "yesterday" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "yesterday" as "2006""#
+    );
+    // A MicroTime has exactly six fraction digits.
+    assert_eq!(
+        parse("2026-11-25T03:00:00Z", Layout::Rfc3339Micro).unwrap_err(),
+        r#"parsing time "2026-11-25T03:00:00Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "Z" as ".000000""#
+    );
+    assert_eq!(
+        parse("2026-11-25T03:00:00.123456789Z", Layout::Rfc3339Micro).unwrap_err(),
+        r#"parsing time "2026-11-25T03:00:00.123456789Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "789Z" as "Z07:00""#
+    );
+    assert_eq!(
+        parse("2026-13-25T03:00:00Z", Layout::Rfc3339).unwrap_err(),
+        r#"parsing time "2026-13-25T03:00:00Z": month out of range"#
+    );
+    assert_eq!(
+        parse("2026-02-30T03:00:00Z", Layout::Rfc3339).unwrap_err(),
+        r#"parsing time "2026-02-30T03:00:00Z": day out of range"#
+    );
+    assert_eq!(
+        parse("2026-11-25T03:00:00Zjunk", Layout::Rfc3339).unwrap_err(),
+        r#"parsing time "2026-11-25T03:00:00Zjunk": extra text: "junk""#
+    );
+    // A Time is stored in UTC to the second, a MicroTime to the microsecond.
+    assert_eq!(
+        normalize("2026-11-25T04:00:00.5+01:00", Layout::Rfc3339).unwrap(),
+        "2026-11-25T03:00:00Z"
+    );
+    assert_eq!(
+        normalize("2026-11-25T03:00:00.123456-00:30", Layout::Rfc3339Micro).unwrap(),
+        "2026-11-25T03:30:00.123456Z"
+    );
+}
+
+#[test]
+fn object_meta_rules_are_apimachinerys() {
+    use support::fake_apiserver::meta::{validate_create, validate_update, NameRule};
+    let fields = |errors: Vec<support::fake_apiserver::FieldError>| -> Vec<(String, String)> {
+        errors.iter().map(|e| (e.field.clone(), e.body())).collect()
+    };
+    // generateName is checked as a prefix (a trailing '-' is fine), the name in full.
+    let errors = validate_create(
+        &json!({"generateName": "Bad-", "name": "Bad-x7k2m"}),
+        false,
+        NameRule::DnsSubdomain,
+    );
+    assert_eq!(
+        errors.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(),
+        ["metadata.generateName", "metadata.name"]
+    );
+    assert!(validate_create(
+        &json!({"generateName": "ok-"}),
+        false,
+        NameRule::DnsSubdomain
+    )
+    .iter()
+    .all(|e| e.field == "metadata.name"));
+    // Annotations: keys are qualified names in any case; keys and values at most 256 KiB.
+    let big = "x".repeat(256 * 1024);
+    assert_eq!(
+        fields(validate_create(
+            &json!({"name": "a", "annotations": {"Example.com/Key": "v", "k": big}}),
+            false,
+            NameRule::DnsSubdomain
+        )),
+        [(
+            "metadata.annotations".to_string(),
+            "Too long: may not be more than 262144 bytes".to_string()
+        )]
+    );
+    // Owner references: a version, kind, name and uid; no Event owners; one controller.
+    let owners = json!({"name": "a", "ownerReferences": [
+        {"apiVersion": "", "kind": "K", "name": "n", "uid": "u", "controller": true},
+        {"apiVersion": "v1", "kind": "Event", "name": "m", "uid": "u2", "controller": true}
+    ]});
+    let errors = fields(validate_create(&owners, false, NameRule::DnsSubdomain));
+    assert_eq!(errors[0].0, "metadata.ownerReferences.apiVersion");
+    assert_eq!(
+        errors[0].1,
+        r#"Invalid value: "": version must not be empty"#
+    );
+    assert!(errors[1]
+        .1
+        .ends_with("/v1, Kind=Event is disallowed from being an owner"));
+    assert!(errors[2].1.ends_with(
+        r#"Only one reference can have Controller set to true. Found "true" in references for K/n and Event/m"#
+    ));
+    // Finalizers: qualified names, and not both orphan and foregroundDeletion.
+    let errors = fields(validate_create(
+        &json!({"name": "a", "finalizers": ["orphan", "foregroundDeletion", "a/b/c"]}),
+        false,
+        NameRule::DnsSubdomain,
+    ));
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors[1]
+        .1
+        .ends_with("finalizer orphan and foregroundDeletion cannot be both set"));
+    // A namespaced kind needs a namespace; a cluster-scoped one may not have one.
+    assert_eq!(
+        fields(validate_create(
+            &json!({"name": "a"}),
+            true,
+            NameRule::DnsSubdomain
+        )),
+        [(
+            "metadata.namespace".to_string(),
+            "Required value".to_string()
+        )]
+    );
+    // Updates: identity fields are immutable, finalizers cannot be added while deleting.
+    let old = json!({"name": "a", "uid": "u1", "resourceVersion": "5",
+                     "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["x/y"]});
+    let new = json!({"name": "a", "uid": "u2", "resourceVersion": "5",
+                     "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["x/y", "x/z"]});
+    assert_eq!(
+        fields(validate_update(&new, &old)),
+        [
+            (
+                "metadata.finalizers".to_string(),
+                r#"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{"x/z"}"#.to_string()
+            ),
+            (
+                "metadata.uid".to_string(),
+                r#"Invalid value: "u2": field is immutable"#.to_string()
+            ),
+        ]
+    );
+}
+
+/// One raw request to the in-test server with a bearer token (or none); status, Warning headers
+/// and body.
+async fn raw_as(
+    server: &FakeApiServer,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &Value,
+) -> (u16, Vec<String>, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}Content-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(server.address())
+        .await
+        .expect("connect");
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.expect("read");
+    let text = String::from_utf8_lossy(&response);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let warnings = head
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("warning: ")
+                .or_else(|| l.strip_prefix("Warning: "))
+        })
+        .map(str::to_string)
+        .collect();
+    (
+        code,
+        warnings,
+        serde_json::from_str(body).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn built_in_kinds_decode_and_print_as_their_go_types() {
+    let server = FakeApiServer::start(Options::default());
+    let admin = server.admin_token();
+    let post = |path: &'static str, body: Value| {
+        let admin = admin.clone();
+        let server = &server;
+        async move {
+            raw_as(
+                server,
+                Some(&admin),
+                "POST",
+                path,
+                "application/json",
+                &body,
+            )
+            .await
+        }
+    };
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+    // A type mismatch is Go's json error in a 400.
+    let (code, _, status) = post(
+        leases,
+        json!({"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": "15"}}),
+    )
+    .await;
+    assert_eq!(code, 400, "{status}");
+    assert_eq!(
+        status["message"],
+        r#"Lease in version "v1" cannot be handled as a Lease: json: cannot unmarshal string into Go struct field LeaseSpec.spec.leaseDurationSeconds of type int32"#
+    );
+    // An int32 out of range too.
+    let (code, _, _) = post(
+        leases,
+        json!({"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 3_000_000_000u64}}),
+    )
+    .await;
+    assert_eq!(code, 400);
+    // []byte fields are base64.
+    let (code, _, status) = post(
+        "/api/v1/namespaces/default/secrets",
+        json!({"metadata": {"name": "s"}, "data": {"k": "not base64!"}}),
+    )
+    .await;
+    assert_eq!(code, 400, "{status}");
+    assert!(status["message"]
+        .as_str()
+        .unwrap()
+        .ends_with("illegal base64 data at input byte 3"));
+    // Unknown fields of a built-in kind are warned about, and dropped.
+    let (code, warnings, config_map) = post(
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "c"}, "data": {}, "extra": 1}),
+    )
+    .await;
+    assert_eq!(code, 201);
+    assert_eq!(warnings, [r#"299 - "unknown field \"extra\"""#]);
+    // Empty omitempty maps are not printed.
+    assert!(config_map.get("data").is_none(), "{config_map}");
+    assert!(config_map.get("extra").is_none());
+    // A built-in kind's list prints its items without apiVersion and kind.
+    let (_, _, list) = raw_as(
+        &server,
+        Some(&admin),
+        "GET",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        &Value::Null,
+    )
+    .await;
+    assert_eq!(list["kind"], "ConfigMapList");
+    assert!(list["metadata"].get("continue").is_none(), "{list}");
+    assert_eq!(list["items"][0]["metadata"]["name"], "c");
+    assert!(list["items"][0].get("kind").is_none(), "{list}");
+    // Timestamps without omitempty print as null; a Time field is stored to the second.
+    let (code, _, node) = post(
+        "/api/v1/nodes",
+        json!({"metadata": {"name": "n"}, "status": {"conditions": [{"type": "Ready",
+               "status": "True", "lastHeartbeatTime": "2026-11-25T03:00:00.75Z"}]}}),
+    )
+    .await;
+    assert_eq!(code, 201, "{node}");
+    let condition = &node["status"]["conditions"][0];
+    assert_eq!(condition["lastHeartbeatTime"], "2026-11-25T03:00:00Z");
+    assert!(condition["lastTransitionTime"].is_null());
+    assert!(condition.get("lastTransitionTime").is_some());
+    // Field selectors: the kind's own labels, with the value of an unset field.
+    let (code, _, nodes) = raw_as(
+        &server,
+        Some(&admin),
+        "GET",
+        "/api/v1/nodes?fieldSelector=spec.unschedulable%3Dfalse",
+        "application/json",
+        &Value::Null,
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(nodes["items"].as_array().map(Vec::len), Some(1));
+    let (code, _, status) = raw_as(
+        &server,
+        Some(&admin),
+        "GET",
+        "/api/v1/nodes?fieldSelector=metadata.namespace%3Dx",
+        "application/json",
+        &Value::Null,
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        status["message"],
+        "field label not supported: metadata.namespace"
+    );
+}
+
+#[tokio::test]
+async fn namespaces_must_exist_and_a_terminating_one_takes_no_new_objects() {
+    let server = FakeApiServer::start(Options::default());
+    let admin = server.admin_token();
+    let config_map = json!({"metadata": {"name": "c"}});
+    let (code, _, status) = raw_as(
+        &server,
+        Some(&admin),
+        "POST",
+        "/api/v1/namespaces/missing/configmaps",
+        "application/json",
+        &config_map,
+    )
+    .await;
+    assert_eq!(code, 404);
+    assert_eq!(status["message"], r#"namespaces "missing" not found"#);
+    create_namespaces(&server, &["going"]);
+    let created = server.get("Namespace", None, "going").unwrap();
+    assert_eq!(
+        created["metadata"]["labels"]["kubernetes.io/metadata.name"],
+        "going"
+    );
+    assert_eq!(created["spec"]["finalizers"], json!(["kubernetes"]));
+    assert_eq!(created["status"]["phase"], "Active");
+    // Without a namespace controller a deleted namespace stays Terminating.
+    let deleted = server.delete("Namespace", None, "going").unwrap();
+    assert_eq!(deleted["status"]["phase"], "Terminating");
+    let (code, _, status) = raw_as(
+        &server,
+        Some(&admin),
+        "POST",
+        "/api/v1/namespaces/going/configmaps",
+        "application/json",
+        &config_map,
+    )
+    .await;
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(
+        status["message"],
+        r#"configmaps "c" is forbidden: unable to create new content in namespace going because it is being terminated"#
+    );
+    assert_eq!(
+        status["details"]["causes"][0]["reason"],
+        "NamespaceTerminating"
+    );
+    let err = server.delete("Namespace", None, "default").unwrap_err();
+    assert_eq!(
+        (err.code, err.message.as_str()),
+        (
+            403,
+            r#"namespaces "default" is forbidden: this namespace may not be deleted"#
+        )
+    );
+}
+
+#[tokio::test]
+async fn service_account_tokens_are_authorized_by_the_stored_rbac() {
+    let server = FakeApiServer::start(Options::default());
+    create_namespaces(&server, &["ops"]);
+    server
+        .load_yaml_str(
+            "apiVersion: v1
+kind: ServiceAccount
+metadata: {name: robot, namespace: ops}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: robot, namespace: ops}
+rules:
+- apiGroups: ['']
+  resources: [configmaps]
+  resourceNames: [mine]
+  verbs: [get, list, watch, patch]
+- apiGroups: ['coordination.k8s.io']
+  resources: [leases]
+  verbs: [create]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: robot, namespace: ops}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: robot}
+subjects:
+- {kind: ServiceAccount, name: robot, namespace: ops}
+",
+        )
+        .expect("load");
+    assert_eq!(server.token_for("ops", "nobody").unwrap_err().code, 404);
+    let token = server.token_for("ops", "robot").expect("token");
+    let get = |path: &'static str, token: Option<String>| {
+        let server = &server;
+        async move {
+            raw_as(
+                server,
+                token.as_deref(),
+                "GET",
+                path,
+                "application/json",
+                &Value::Null,
+            )
+            .await
+        }
+    };
+    // No token, or an unknown one: 401.
+    assert_eq!(get("/api/v1/namespaces/ops/configmaps", None).await.0, 401);
+    assert_eq!(
+        get("/api/v1/namespaces/ops/configmaps", Some("nope".into()))
+            .await
+            .0,
+        401
+    );
+    // Discovery is every authenticated user's.
+    assert_eq!(get("/api", Some(token.clone())).await.0, 200);
+    // resourceNames: a list is allowed only when a field selector pins the name.
+    let (code, _, status) = get("/api/v1/namespaces/ops/configmaps", Some(token.clone())).await;
+    assert_eq!(code, 403);
+    assert_eq!(
+        status["message"],
+        r#"configmaps is forbidden: User "system:serviceaccount:ops:robot" cannot list resource "configmaps" in API group "" in the namespace "ops""#
+    );
+    assert_eq!(
+        get(
+            "/api/v1/namespaces/ops/configmaps?fieldSelector=metadata.name%3Dmine",
+            Some(token.clone())
+        )
+        .await
+        .0,
+        200
+    );
+    let (code, _, status) = get(
+        "/api/v1/namespaces/default/configmaps/mine",
+        Some(token.clone()),
+    )
+    .await;
+    assert_eq!(code, 403, "other namespaces are not bound: {status}");
+    // An apply that creates needs `create` too: `patch` alone gets a 403 after validation.
+    let apply = |token: String| {
+        let server = &server;
+        async move {
+            raw_as(
+                server,
+                Some(&token),
+                "PATCH",
+                "/api/v1/namespaces/ops/configmaps/mine?fieldManager=robot",
+                "application/apply-patch+yaml",
+                &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mine"}}),
+            )
+            .await
+        }
+    };
+    let (code, _, status) = apply(token.clone()).await;
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(status["details"]["name"], "mine");
+    server
+        .create(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mine", "namespace": "ops"}}))
+        .expect("create as admin");
+    assert_eq!(
+        apply(token.clone()).await.0,
+        200,
+        "patching an existing one is granted"
+    );
+    // The request log names the user.
+    let records = server.requests_of("system:serviceaccount:ops:robot");
+    assert!(records.iter().any(|r| r.status == 403 && r.verb == "list"));
+    assert!(records
+        .iter()
+        .all(|r| r.user == "system:serviceaccount:ops:robot"));
+}
+
+#[tokio::test]
+async fn foreground_and_orphan_deletion_wait_for_a_garbage_collector() {
+    // Without kube-controller-manager nothing removes the finalizer a propagation policy adds:
+    // the object stays, marked for deletion, as on a bare kube-apiserver.
+    let server = FakeApiServer::start(Options::default());
+    let admin = server.admin_token();
+    let pools = "/apis/machineconfiguration.openshift.io/v1/machineconfigpools";
+    for (name, options, finalizer) in [
+        (
+            "fg",
+            json!({"propagationPolicy": "Foreground"}),
+            Some("foregroundDeletion"),
+        ),
+        (
+            "orphan",
+            json!({"propagationPolicy": "Orphan"}),
+            Some("orphan"),
+        ),
+        ("bg", json!({"propagationPolicy": "Background"}), None),
+    ] {
+        server
+            .create(&serde_json::to_value(pool(name, "rendered-x")).unwrap())
+            .unwrap();
+        let (code, _, answer) = raw_as(
+            &server,
+            Some(&admin),
+            "DELETE",
+            &format!("{pools}/{name}"),
+            "application/json",
+            &options,
+        )
+        .await;
+        assert_eq!(code, 200, "{answer}");
+        match finalizer {
+            Some(finalizer) => {
+                assert_eq!(
+                    answer["metadata"]["finalizers"],
+                    json!([finalizer]),
+                    "{answer}"
+                );
+                let kept = server.get("MachineConfigPool", None, name).unwrap();
+                assert!(kept["metadata"]["deletionTimestamp"].is_string());
+            }
+            None => {
+                assert_eq!(answer["status"], "Success", "{answer}");
+                assert!(server.get("MachineConfigPool", None, name).is_none());
+            }
+        }
+    }
 }

@@ -156,11 +156,11 @@ fn object_list_map_and_scalar_rules_answer_422_with_kubernetes_paths_and_message
     let e = rejected(api.create(&widget("w2", json!({"node": {"name": "other"}}))));
     assert_eq!(
         e.cause_messages(),
-        [r#"<nil>: Invalid value: "object": spec.node.name should match metadata.name"#]
+        [r#"<nil>: Invalid value: spec.node.name should match metadata.name"#]
     );
     assert_eq!(
         e.message,
-        r#"Widget.example.com "w2" is invalid: <nil>: Invalid value: "object": spec.node.name should match metadata.name"#
+        r#"Widget.example.com "w2" is invalid: <nil>: Invalid value: spec.node.name should match metadata.name"#
     );
 
     // No message: "failed rule: <rule>"; the root rule also fails (no such key).
@@ -169,7 +169,7 @@ fn object_list_map_and_scalar_rules_answer_422_with_kubernetes_paths_and_message
         e.cause_messages(),
         [
             r#"<nil>: Invalid value: "object": no such key: name evaluating rule: spec.node.name should match metadata.name"#,
-            r#"spec.node: Invalid value: "object": failed rule: has(self.name)"#,
+            r#"spec.node: Invalid value: failed rule: has(self.name)"#,
         ]
     );
 
@@ -179,7 +179,7 @@ fn object_list_map_and_scalar_rules_answer_422_with_kubernetes_paths_and_message
     )));
     assert_eq!(
         e.cause_messages(),
-        [r#"spec.addresses[2]: Invalid value: "string": value must be a valid IP address"#]
+        [r#"spec.addresses[2]: Invalid value: "nope": value must be a valid IP address"#]
     );
     let e = rejected(api.create(&widget(
         "w5",
@@ -187,7 +187,7 @@ fn object_list_map_and_scalar_rules_answer_422_with_kubernetes_paths_and_message
     )));
     assert_eq!(
         e.cause_messages(),
-        [r#"spec.addresses: Invalid value: "array": at most one address per family"#]
+        [r#"spec.addresses: Invalid value: at most one address per family"#]
     );
 
     let e = rejected(api.create(&widget(
@@ -196,13 +196,13 @@ fn object_list_map_and_scalar_rules_answer_422_with_kubernetes_paths_and_message
     )));
     assert_eq!(
         e.cause_messages(),
-        [r#"spec.labels[bad]: Invalid value: "string": must be lowercase"#]
+        [r#"spec.labels[bad]: Invalid value: "Yes": must be lowercase"#]
     );
 
     let e = rejected(api.create(&widget("Bad_Name", json!({"node": {"name": "Bad_Name"}}))));
     assert!(
         e.cause_messages().contains(
-            &r#"spec.node.name: Invalid value: "string": a lowercase RFC 1123 subdomain"#
+            &r#"spec.node.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain"#
                 .to_string()
         ),
         "{e}"
@@ -216,7 +216,7 @@ fn object_list_map_and_scalar_rules_answer_422_with_kubernetes_paths_and_message
     assert_eq!(
         e.cause_messages(),
         [
-            "spec.locked: Invalid value: \"object\": locked must be yes",
+            "spec.locked: Invalid value: locked must be yes",
             "spec.mode: Forbidden: mode bad is not allowed",
         ]
     );
@@ -229,9 +229,7 @@ fn object_list_map_and_scalar_rules_answer_422_with_kubernetes_paths_and_message
     )));
     assert_eq!(
         e.cause_messages(),
-        [
-            r#"spec.headers: Invalid value: "array": failed rule: self.all(h, h.split(':').size() == 2)"#
-        ]
+        [r#"spec.headers: Invalid value: failed rule: self.all(h, h.split(':').size() == 2)"#]
     );
 }
 
@@ -264,9 +262,7 @@ fn rules_run_on_update_patch_apply_and_status_writes_and_transition_rules_only_o
     let e = rejected(api.update_status(&lower));
     assert_eq!(
         e.cause_messages(),
-        [
-            r#"status.observedGeneration: Invalid value: "integer": observedGeneration must not decrease"#
-        ]
+        [r#"status.observedGeneration: Invalid value: 4: observedGeneration must not decrease"#]
     );
     // Items of a map-type list correlate by key: a lower count on "a" is rejected, a new item
     // "b" has no oldSelf.
@@ -275,7 +271,7 @@ fn rules_run_on_update_patch_apply_and_status_writes_and_transition_rules_only_o
     let e = rejected(api.update_status(&items));
     assert_eq!(
         e.cause_messages(),
-        [r#"status.items[1].count: Invalid value: "integer": count must not decrease"#]
+        [r#"status.items[1].count: Invalid value: 2: count must not decrease"#]
     );
     items["status"]["items"] = json!([{"name": "b", "count": 0}, {"name": "a", "count": 3}]);
     api.update_status(&items).expect("new item b, unchanged a");
@@ -305,6 +301,14 @@ fn an_unchanged_invalid_value_is_ratcheted_but_a_changed_one_is_not() {
     assert!(validate(schema, Some(&old), &new)
         .expect("evaluable")
         .is_empty());
+    // Kubernetes answers the ratcheted violation as a warning.
+    let (_, warnings) = support::fake_apiserver::cel::validate_ratcheting(schema, Some(&old), &new)
+        .expect("evaluable");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("spec.labels[a]: Invalid value: \"X\": "),
+        "{warnings:?}"
+    );
     new["spec"]["labels"]["b"] = json!("Y");
     assert_eq!(
         fields(validate(schema, Some(&old), &new).expect("evaluable")),
@@ -349,7 +353,7 @@ async fn kube_rs_sees_the_422_status_with_causes() {
             assert_eq!(status.reason, "Invalid");
             assert!(
                 status.message.ends_with(
-                    r#"<nil>: Invalid value: "object": spec.node.name should match metadata.name"#
+                    r#"<nil>: Invalid value: spec.node.name should match metadata.name"#
                 ),
                 "{}",
                 status.message
@@ -449,7 +453,7 @@ fn kubernetes_library_functions_follow_kubernetes() {
     assert!(verdict("true || self.a == 'x'").is_empty());
     assert_eq!(
         verdict("self.a == 'x' && false"),
-        [r#"Invalid value: "object": failed rule: self.a == 'x' && false"#]
+        [r#"Invalid value: failed rule: self.a == 'x' && false"#]
     );
     assert_eq!(
         verdict("self.a == 'x' || false"),
@@ -640,17 +644,18 @@ fn mcn_spec_rules_name_match_and_rfc1123_names() {
     // Family: spec.node.name matches metadata.name (rule on the resource root).
     assert_causes(
         api.create(&mcn("node-2", "node-3", "worker")),
-        &[r#"<nil>: Invalid value: "object": spec.node.name should match metadata.name"#],
+        &[r#"<nil>: Invalid value: spec.node.name should match metadata.name"#],
     );
     // Family: RFC 1123 subdomain names (format library), on spec.
-    let expected = format!(r#"spec.pool.name: Invalid value: "string": {SUBDOMAIN}"#);
+    let expected = format!(r#"spec.pool.name: Invalid value: "Worker_Pool": {SUBDOMAIN}"#);
     assert_causes(
         api.create(&mcn("node-4", "node-4", "Worker_Pool")),
         &[expected.as_str()],
     );
     let mut bad_version = mcn("node-5", "node-5", "worker");
     bad_version["spec"]["configVersion"]["desired"] = json!("-rendered");
-    let expected = format!(r#"spec.configVersion.desired: Invalid value: "string": {SUBDOMAIN}"#);
+    let expected =
+        format!(r#"spec.configVersion.desired: Invalid value: "-rendered": {SUBDOMAIN}"#);
     assert_causes(api.create(&bad_version), &[expected.as_str()]);
     // Server-side apply runs the rules too.
     assert_causes(
@@ -660,7 +665,7 @@ fn mcn_spec_rules_name_match_and_rfc1123_names() {
             Scope::Main,
             false,
         ),
-        &[r#"<nil>: Invalid value: "object": spec.node.name should match metadata.name"#],
+        &[r#"<nil>: Invalid value: spec.node.name should match metadata.name"#],
     );
 }
 
@@ -686,7 +691,8 @@ fn mcn_status_rules_on_status_writes() {
     .expect("a valid status");
 
     // Family: RFC 1123 names in status.
-    let expected = format!(r#"status.configVersion.current: Invalid value: "string": {SUBDOMAIN}"#);
+    let expected =
+        format!(r#"status.configVersion.current: Invalid value: "Rendered": {SUBDOMAIN}"#);
     assert_causes(
         put_status(
             &api,
@@ -706,9 +712,9 @@ fn mcn_status_rules_on_status_writes() {
             }]}}),
         ),
         &[
-            r#"status.internalReleaseImage.releases[0].image: Invalid value: "string": the OCI Image reference must end with a valid '@sha256:<digest>' suffix, where '<digest>' is 64 characters long"#,
-            r#"status.internalReleaseImage.releases[0].image: Invalid value: "string": the OCI Image name should follow the host[:port][/namespace]/name format, resembling a valid URL without the scheme; host must be either 'localhost' or a dot-qualified domain name"#,
-            r#"status.internalReleaseImage.releases[0].name: Invalid value: "string": must be ocp-release-bundle-<version>-<arch|stream> and <= 64 chars"#,
+            r#"status.internalReleaseImage.releases[0].image: Invalid value: "registry/release:latest": the OCI Image reference must end with a valid '@sha256:<digest>' suffix, where '<digest>' is 64 characters long"#,
+            r#"status.internalReleaseImage.releases[0].image: Invalid value: "registry/release:latest": the OCI Image name should follow the host[:port][/namespace]/name format, resembling a valid URL without the scheme; host must be either 'localhost' or a dot-qualified domain name"#,
+            r#"status.internalReleaseImage.releases[0].name: Invalid value: "release-4.21": must be ocp-release-bundle-<version>-<arch|stream> and <= 64 chars"#,
         ],
     );
     // Family: irreconcilable change field paths.
@@ -719,8 +725,8 @@ fn mcn_status_rules_on_status_writes() {
             json!({ "observedGeneration": 1, "irreconcilableChanges": [{ "fieldPath": "metadata.x-y", "diff": "x" }] }),
         ),
         &[
-            "status.irreconcilableChanges[0].fieldPath: Invalid value: \"string\": The fieldPath must start with `spec.`",
-            "status.irreconcilableChanges[0].fieldPath: Invalid value: \"string\": The fieldPath must consist only of alphanumeric characters, brackets [] and dots ('.').",
+            "status.irreconcilableChanges[0].fieldPath: Invalid value: \"metadata.x-y\": The fieldPath must start with `spec.`",
+            "status.irreconcilableChanges[0].fieldPath: Invalid value: \"metadata.x-y\": The fieldPath must consist only of alphanumeric characters, brackets [] and dots ('.').",
         ],
     );
     // Family: pinned image set generations, within one item.
@@ -734,9 +740,9 @@ fn mcn_status_rules_on_status_writes() {
             ]}),
         ),
         &[
-            r#"status.pinnedImageSets[0]: Invalid value: "object": desired generation must be greater than or equal to the current generation"#,
-            r#"status.pinnedImageSets[1]: Invalid value: "object": desired generation must be greater than or equal to the last failed generation"#,
-            r#"status.pinnedImageSets[1]: Invalid value: "object": last failed generation error must be defined on image pull and pin failure"#,
+            r#"status.pinnedImageSets[0]: Invalid value: desired generation must be greater than or equal to the current generation"#,
+            r#"status.pinnedImageSets[1]: Invalid value: desired generation must be greater than or equal to the last failed generation"#,
+            r#"status.pinnedImageSets[1]: Invalid value: last failed generation error must be defined on image pull and pin failure"#,
         ],
     );
 }
@@ -759,9 +765,7 @@ fn mcn_transition_rules_reject_on_update_only() {
             "node-1",
             json!({ "observedGeneration": 4, "pinnedImageSets": [{ "name": "set-a", "desiredGeneration": 3, "currentGeneration": 3 }] }),
         ),
-        &[
-            r#"status.observedGeneration: Invalid value: "integer": observedGeneration must not decrease"#,
-        ],
+        &[r#"status.observedGeneration: Invalid value: 4: observedGeneration must not decrease"#],
     );
     // Family: pinned image set generations must not decrease (items correlate by name).
     assert_causes(
@@ -771,8 +775,8 @@ fn mcn_transition_rules_reject_on_update_only() {
             json!({ "observedGeneration": 5, "pinnedImageSets": [{ "name": "set-a", "desiredGeneration": 2, "currentGeneration": 2 }] }),
         ),
         &[
-            r#"status.pinnedImageSets[0].currentGeneration: Invalid value: "integer": currentGeneration must not decrease"#,
-            r#"status.pinnedImageSets[0].desiredGeneration: Invalid value: "integer": desiredGeneration must not decrease"#,
+            r#"status.pinnedImageSets[0].currentGeneration: Invalid value: 2: currentGeneration must not decrease"#,
+            r#"status.pinnedImageSets[0].desiredGeneration: Invalid value: 2: desiredGeneration must not decrease"#,
         ],
     );
     // The same values on a new item (no old item to compare with) and growing values pass.
@@ -815,7 +819,7 @@ fn machine_os_build_config_and_pool_rules() {
     changed["spec"]["machineOSConfig"]["name"] = json!("infra");
     assert_causes(
         api.update(&changed),
-        &[r#"spec: Invalid value: "object": machineOSBuildSpec is immutable once set"#],
+        &[r#"spec: Invalid value: machineOSBuildSpec is immutable once set"#],
     );
     // Timestamps: buildEnd after buildStart; builder job only with imageBuilderType Job.
     let mut status = stored.clone();
@@ -827,8 +831,8 @@ fn machine_os_build_config_and_pool_rules() {
     assert_causes(
         api.update_status(&status),
         &[
-            r#"status: Invalid value: "object": buildEnd must be after buildStart"#,
-            r#"status.builder: Invalid value: "object": job is required when imageBuilderType is Job, and forbidden otherwise"#,
+            r#"status: Invalid value: buildEnd must be after buildStart"#,
+            r#"status.builder: Invalid value: job is required when imageBuilderType is Job, and forbidden otherwise"#,
         ],
     );
     status["status"]["buildEnd"] = json!("2025-01-03T00:00:00Z");
@@ -853,7 +857,7 @@ fn machine_os_build_config_and_pool_rules() {
     assert_causes(
         api.create(&mosc("layered", "worker")),
         &[
-            r#"<nil>: Invalid value: "object": MachineOSConfig name must match the referenced MachineConfigPool name; can only have one MachineOSConfig per MachineConfigPool"#,
+            r#"<nil>: Invalid value: MachineOSConfig name must match the referenced MachineConfigPool name; can only have one MachineOSConfig per MachineConfigPool"#,
         ],
     );
     let stored = api
@@ -864,7 +868,7 @@ fn machine_os_build_config_and_pool_rules() {
     assert_causes(
         api.update(&bad_spec),
         &[
-            r#"spec.renderedImagePushSpec: Invalid value: "string": the OCI Image name should follow the host[:port][/namespace]/name format, resembling a valid URL without the scheme. Or it must be a valid .svc followed by a port, repository, image name, and tag."#,
+            r#"spec.renderedImagePushSpec: Invalid value: "not an image": the OCI Image name should follow the host[:port][/namespace]/name format, resembling a valid URL without the scheme. Or it must be a valid .svc followed by a port, repository, image name, and tag."#,
         ],
     );
 
@@ -884,7 +888,7 @@ fn machine_os_build_config_and_pool_rules() {
     assert_causes(
         api.update_status(&stored),
         &[
-            r#"status.poolSynchronizersStatus[0]: Invalid value: "object": machineCount must be greater than or equal to updatedMachineCount"#,
+            r#"status.poolSynchronizersStatus[0]: Invalid value: machineCount must be greater than or equal to updatedMachineCount"#,
         ],
     );
     stored["status"]["poolSynchronizersStatus"][0]["updatedMachineCount"] = json!(1);

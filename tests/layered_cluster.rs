@@ -57,6 +57,11 @@ fn cluster_yaml() -> String {
     docs.push(
         r#"
 apiVersion: v1
+kind: Namespace
+metadata:
+  name: openshift-image-registry
+---
+apiVersion: v1
 kind: Service
 metadata:
   name: image-registry

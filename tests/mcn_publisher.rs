@@ -1063,7 +1063,12 @@ async fn a_stale_lease_is_taken_only_after_it_expires_and_a_lost_lease_stops_pub
     // publishing at its next renewal.
     let mut taken = lease.clone();
     taken["spec"]["holderIdentity"] = json!("intruder_2");
-    taken["spec"]["renewTime"] = json!(k8s_openapi::jiff::Timestamp::now().to_string());
+    // A MicroTime: kube-apiserver parses exactly six fraction digits (more is a 400).
+    taken["spec"]["renewTime"] =
+        serde_json::to_value(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+            k8s_openapi::jiff::Timestamp::now(),
+        ))
+        .unwrap();
     taken["spec"]["leaseDurationSeconds"] = json!(30);
     api.update(&taken).unwrap();
     let stopped_after = replica.wait_leading(false, DEADLINE).await;

@@ -12,7 +12,7 @@ use std::process::Command;
 
 use serde_json::json;
 use support::api_server::{ApiServer, Options, Scope};
-use support::fake_apiserver::{FakeApiServer, ResourceDef};
+use support::fake_apiserver::FakeApiServer;
 use support::real_apiserver::client::ApiClient;
 use support::real_apiserver::etcd::{self, Etcd};
 use support::real_apiserver::kube_apiserver::{
@@ -379,16 +379,7 @@ fn fixture_operations(api: &ApiClient) {
 /// and namespaces created on first use, read back through the fake server's own store.
 #[test]
 fn the_fixture_operations_over_http_are_what_the_in_test_server_serves() {
-    let fake = FakeApiServer::start(Options {
-        extra_resources: vec![ResourceDef::builtin(
-            "",
-            "namespaces",
-            "Namespace",
-            false,
-            false,
-        )],
-        ..Options::default()
-    });
+    let fake = FakeApiServer::start(Options::default());
     let api = ApiClient::connect(fake.kubeconfig_file()).unwrap();
     fixture_operations(&api);
     let stored = fake.get("MachineConfigPool", None, "worker").unwrap();

@@ -31,7 +31,8 @@ pub fn fixture_dir() -> PathBuf {
 }
 
 /// The realistic MachineConfigs, pools and ControllerConfig, plus the image registry's
-/// Service and the `kubeconfig-data` ConfigMap without a CA bundle.
+/// Namespace and Service and the `kubeconfig-data` ConfigMap without a CA bundle (in their
+/// namespaces, created first as on a real API server).
 pub fn load_realistic_cluster(api: &impl FixtureApi) {
     // The installer's bootstrap copy leaves fields the cluster's CRD requires absent or null;
     // the operator fills them in the cluster. The CA fields are nullable `format: byte`: null is
@@ -61,6 +62,12 @@ pub fn load_realistic_cluster(api: &impl FixtureApi) {
         if let Err(e) = api.load_yaml_dir(&fixture_dir().join(dir)) {
             panic!("loading {dir}: {e}");
         }
+    }
+    for namespace in [MCO_NAMESPACE, "openshift-image-registry"] {
+        api.apply_object(&json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}
+        }))
+        .unwrap();
     }
     api.apply_object(&json!({
         "apiVersion": "v1", "kind": "Service",

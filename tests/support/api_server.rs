@@ -7,8 +7,8 @@
 //! same code path as HTTP). Powers only the fake has are explicit: a test step that needs one
 //! asks [`skip_on_real`], which records the step as not run on a real server.
 //! `stop`/`restart` (kube-apiserver killed and started again on its port and storage),
-//! `compact` (etcd compaction) and `requests` (the audit log of the code under test's
-//! identity) have real counterparts.
+//! `compact` (etcd compaction), `requests` (the audit log of the code under test's
+//! identity) and ServiceAccount tokens authorized by RBAC have real counterparts.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -19,9 +19,20 @@ use crate::support::fake_apiserver::FakeApiServer;
 pub use crate::support::fake_apiserver::{ApiError, Options, RequestRecord, Scope};
 use crate::support::real_apiserver::{self, RealApiServer};
 
-/// Namespaces every OpenShift cluster has and the code under test writes into (the fake server
-/// serves any namespace; a fresh real one only `default` and the `kube-*` ones).
+/// Namespaces every OpenShift cluster has and the code under test writes into (a fresh API
+/// server, real or in-test, has only `default` and the `kube-*` ones).
 const CLUSTER_NAMESPACES: &[&str] = &["openshift-machine-config-operator"];
+
+fn create_cluster_namespaces(apply: impl Fn(&Value) -> Result<Value, ApiError>) {
+    for namespace in CLUSTER_NAMESPACES {
+        let object = serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}
+        });
+        if let Err(e) = apply(&object) {
+            panic!("namespace {namespace}: {e}");
+        }
+    }
+}
 
 /// The API server of a test (see the module docs); dropping it stops the server.
 pub enum ApiServer {
@@ -62,7 +73,9 @@ impl ApiServer {
     pub fn start(options: Options) -> Self {
         let Some(assets) = real_apiserver::assets() else {
             real_apiserver::record_not_run(real_apiserver::TIER_NOT_RUN);
-            return ApiServer::Fake(FakeApiServer::start(options));
+            let server = FakeApiServer::start(options);
+            create_cluster_namespaces(|object| server.apply_object(object));
+            return ApiServer::Fake(server);
         };
         let crd_dir = match options
             .crd_dir
@@ -79,14 +92,7 @@ impl ApiServer {
             Ok(server) => server,
             Err(e) => panic!("real API server failed to start: {e}"),
         };
-        for namespace in CLUSTER_NAMESPACES {
-            let object = serde_json::json!({
-                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}
-            });
-            if let Err(e) = server.apply_object(&object) {
-                panic!("namespace {namespace}: {e}");
-            }
-        }
+        create_cluster_namespaces(|object| server.apply_object(object));
         ApiServer::Real(Box::new(server))
     }
 
@@ -212,6 +218,22 @@ impl ApiServer {
     /// The requests of the code under test, as the authorizer sees them.
     pub fn requests(&self) -> Vec<RequestRecord> {
         either!(self, s => s.requests())
+    }
+
+    /// The requests of `user` (e.g. `system:serviceaccount:<namespace>:<name>`).
+    pub fn requests_of(&self, user: &str) -> Vec<RequestRecord> {
+        either!(self, s => s.requests_of(user))
+    }
+
+    /// A token of the ServiceAccount `namespace/name` (a TokenRequest): requests with it are
+    /// that ServiceAccount's, authorized by the server's RBAC.
+    pub fn token_for(&self, namespace: &str, name: &str) -> Result<String, ApiError> {
+        either!(self, s => s.token_for(namespace, name))
+    }
+
+    /// A kubeconfig for this server that authenticates with `token`.
+    pub fn kubeconfig_with_token(&self, token: &str) -> String {
+        either!(self, s => s.kubeconfig_with_token(token))
     }
 
     pub fn clear_requests(&self) {

@@ -1,5 +1,6 @@
 //! The upstream tier: evidence that exists only outside this repository (the real OpenShift
-//! CRDs, the fixture rendered by the original operator, the upstream Ignition JSON schemas).
+//! CRDs, the fixture rendered by the original operator, the upstream Ignition JSON schemas, the
+//! recorded answers of a real kube-apiserver).
 //!
 //! Tests of that tier find the assets through one variable, [`VAR`], and nothing else
 //! (`.ci/run` sets it to its default when it is unset). Without them a test of the tier returns
@@ -19,6 +20,7 @@ pub const VAR: &str = "MCS_UPSTREAM_ASSETS";
 pub const REAL_CRDS: &str = "real CRDs (crds/)";
 pub const REALISTIC_FIXTURE: &str = "upstream-rendered fixture (fixtures/bootstrap-realistic)";
 pub const IGNITION_SCHEMAS: &str = "upstream Ignition JSON schemas (schemas/ignition)";
+pub const API_CORPUS: &str = "recorded kube-apiserver answers (api-corpus)";
 
 /// The upstream assets directory: `$MCS_UPSTREAM_ASSETS` when set (it must exist), else `None`.
 /// Tests never look for the assets by path: `.ci/run` applies the documented default (`../shared`
@@ -58,6 +60,11 @@ pub fn realistic_fixture() -> Option<PathBuf> {
 /// The upstream Ignition JSON schemas directory, if available.
 pub fn ignition_schemas() -> Option<PathBuf> {
     require(IGNITION_SCHEMAS, "schemas/ignition")
+}
+
+/// The recorded answers of a real kube-apiserver (`api-corpus/`), if available.
+pub fn api_corpus() -> Option<PathBuf> {
+    require(API_CORPUS, "api-corpus")
 }
 
 /// Directory where skipped groups are recorded (one empty file per group).

@@ -193,7 +193,7 @@ fn metadata_shape() -> &'static Value {
                 "finalizers": { "type": "array", "items": { "type": "string" }, "x-kubernetes-list-type": "set" },
                 "ownerReferences": {
                     "type": "array",
-                    "items": { "type": "object" },
+                    "items": { "type": "object", "x-kubernetes-map-type": "atomic" },
                     "x-kubernetes-list-type": "map",
                     "x-kubernetes-list-map-keys": ["uid"]
                 }
@@ -204,8 +204,14 @@ fn metadata_shape() -> &'static Value {
 
 const MANAGED_METADATA: &[&str] = &["labels", "annotations", "finalizers", "ownerReferences"];
 
+/// The schema of a custom resource, or the Go shape of a modelled built-in kind (list and map
+/// types as Kubernetes' OpenAPI declares them); neither: granular maps and atomic lists.
 fn root_shape(def: &ResourceDef) -> Shape<'_> {
-    Shape(def.schema.as_deref())
+    Shape(
+        def.schema
+            .as_deref()
+            .or_else(|| def.builtin.map(|kind| kind.shape())),
+    )
 }
 
 /// Whether a top-level field belongs to the part of the object `scope` writes.
@@ -985,7 +991,7 @@ pub fn server_side_apply(
 }
 
 /// The 409 a rejected apply answers with, worded like Kubernetes' `NewConflictError`.
-pub fn conflict_error(def: &ResourceDef, name: &str, conflicts: &[Conflict]) -> ApiError {
+pub fn conflict_error(conflicts: &[Conflict]) -> ApiError {
     let message = if let [only] = conflicts {
         format!(
             "Apply failed with 1 conflict: conflict with {}: {}",
@@ -1024,7 +1030,7 @@ pub fn conflict_error(def: &ResourceDef, name: &str, conflicts: &[Conflict]) -> 
             field: path_text(&c.path),
         })
         .collect();
-    ApiError::apply_conflict(def, name, message, &causes)
+    ApiError::apply_conflict(message, &causes)
 }
 
 fn merge_root(def: &ResourceDef, live: &mut Value, config: &Value) {

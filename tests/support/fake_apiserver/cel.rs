@@ -43,7 +43,7 @@ use cel_interpreter::objects::Key;
 use cel_interpreter::{Context, ExecutionError, FunctionContext, IdedExpr, Value as Cel};
 use serde_json::Value;
 
-use super::status::Cause;
+use super::status::{BadValue, Cause, FieldError};
 
 /// A rule the evaluator could not handle: the request fails with 500 and the test run fails.
 #[derive(Clone, Debug, PartialEq)]
@@ -975,14 +975,39 @@ pub fn escape_property(name: &str) -> Option<String> {
 
 /// Evaluates every rule of `schema` (a CRD's `openAPIV3Schema`) on `new`, with `old` on
 /// updates. Returns the violations as 422 causes.
+/// Whether a schema has any `x-kubernetes-validations` rule (kube-apiserver builds no CEL
+/// validator for a CRD version without one).
+pub fn has_rules(schema: &Value) -> bool {
+    match schema {
+        Value::Object(map) => {
+            map.get("x-kubernetes-validations")
+                .and_then(Value::as_array)
+                .is_some_and(|rules| !rules.is_empty())
+                || map.values().any(has_rules)
+        }
+        Value::Array(items) => items.iter().any(has_rules),
+        _ => false,
+    }
+}
+
 pub fn validate(
     schema: &Value,
     old: Option<&Value>,
     new: &Value,
 ) -> Result<Vec<Cause>, Unsupported> {
+    validate_ratcheting(schema, old, new).map(|(causes, _)| causes)
+}
+
+/// [`validate`], and the warnings of violations the ratcheting of an unchanged value lets pass
+/// (`field: message`, as kube-apiserver's `Warning` headers word them).
+pub fn validate_ratcheting(
+    schema: &Value,
+    old: Option<&Value>,
+    new: &Value,
+) -> Result<(Vec<Cause>, Vec<String>), Unsupported> {
     let mut walk = Walk::default();
     walk.node(schema, "", new, old, Ratchet::root(old, new))?;
-    Ok(walk.causes)
+    Ok((walk.causes, walk.warnings))
 }
 
 /// Evaluates one rule on the value `new` of the schema node `schema` (with `old` as `oldSelf`),
@@ -1002,6 +1027,8 @@ pub fn check_rule(
 #[derive(Default)]
 struct Walk {
     causes: Vec<Cause>,
+    /// Violations of an unchanged (ratcheted) value, answered as warnings.
+    warnings: Vec<String>,
 }
 
 /// Ratcheting state: whether the nearest correlated value (this node's, or an ancestor's when
@@ -1170,7 +1197,7 @@ impl Walk {
                     None => return Err(unsupported(&rule, format!("evaluation failed: {e}"))),
                 },
             };
-            if passed || (!compiled.uses_old_self && ratchet.unchanged) {
+            if passed {
                 continue;
             }
             let detail = match &rule.message_expression {
@@ -1183,12 +1210,18 @@ impl Walk {
                 Some(fp) => child_path(path, &normalize_field_path(fp)),
                 None => display_path(path),
             };
-            self.causes.push(cause_for_reason(
-                rule.reason.as_deref(),
-                field,
-                schema_type,
-                &detail,
-            ));
+            // Kubernetes shows the value of a scalar, never of an object or a list.
+            let value = match schema_type {
+                "object" | "array" => BadValue::Omit,
+                _ => BadValue::of(new),
+            };
+            let cause = cause_for_reason(rule.reason.as_deref(), field, value, &detail);
+            if !compiled.uses_old_self && ratchet.unchanged {
+                // An unchanged invalid value is ratcheted: a warning, not an error.
+                self.warnings.push(super::status::cause_text(&cause));
+            } else {
+                self.causes.push(cause);
+            }
         }
         Ok(())
     }
@@ -1251,24 +1284,14 @@ fn normalize_field_path(field_path: &str) -> String {
 }
 
 /// Kubernetes' `fieldErrorForReason`, formatted as `field.Error.ErrorBody` prints it.
-fn cause_for_reason(reason: Option<&str>, field: String, schema_type: &str, detail: &str) -> Cause {
-    let (reason, message) = match reason {
-        Some("FieldValueForbidden") => ("FieldValueForbidden", format!("Forbidden: {detail}")),
-        Some("FieldValueRequired") => ("FieldValueRequired", format!("Required value: {detail}")),
-        Some("FieldValueDuplicate") => (
-            "FieldValueDuplicate",
-            format!("Duplicate value: {schema_type:?}"),
-        ),
-        _ => (
-            "FieldValueInvalid",
-            format!("Invalid value: {schema_type:?}: {detail}"),
-        ),
+fn cause_for_reason(reason: Option<&str>, field: String, value: BadValue, detail: &str) -> Cause {
+    let error = match reason {
+        Some("FieldValueForbidden") => FieldError::forbidden(&field, detail),
+        Some("FieldValueRequired") => FieldError::required(&field, detail),
+        Some("FieldValueDuplicate") => FieldError::duplicate(&field, value),
+        _ => FieldError::invalid(&field, value, detail),
     };
-    Cause {
-        reason: reason.into(),
-        message,
-        field,
-    }
+    error.to_cause()
 }
 
 /// Rules the servers of this process could not evaluate, by schema (see [`record_failure`]).

@@ -15,19 +15,22 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use http::{header, HeaderValue, Method, StatusCode};
 use percent_encoding::percent_decode_str;
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use super::registry::ResourceId;
+use super::authz::{self, Attributes, User};
+use super::meta;
+use super::registry::{ResourceDef, ResourceId};
 use super::selectors::{FieldSelector, LabelSelector, Selectors};
-use super::status::ApiError;
+use super::status::{go_quote, ApiError, BadValue, FieldError};
 use super::store::{
-    parse_json, FieldValidation, ListParams, PatchType, Preconditions, Scope, Target, WriteParams,
+    now_rfc3339, parse_json, FieldValidation, ListParams, PatchType, Preconditions, Scope, Target,
+    WriteParams,
 };
 use super::watch::{partial_metadata, WatchParams, WatchStream};
 use super::{RequestRecord, Shared};
 
-/// Request bodies above this size are refused (Kubernetes' limit is about 3 MiB).
-const MAX_BODY: usize = 8 * 1024 * 1024;
+/// Request bodies above this size are refused, as kube-apiserver's `MaxRequestBodyBytes`.
+const MAX_BODY: usize = 3 * 1024 * 1024;
 
 /// The router: one fallback handler that parses every path itself.
 pub fn router(shared: Arc<Shared>) -> axum::Router {
@@ -64,15 +67,39 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         namespace: None,
         name: None,
         status: 0,
+        user: String::new(),
     };
-    let response = match route(&shared, &path) {
-        Err(err) => {
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let user = match shared.tokens.lock() {
+        Ok(tokens) => tokens.authenticate(authorization.as_deref()),
+        Err(_) => Err(ApiError::internal("token table lock poisoned")),
+    };
+    let response = match (user, route(&shared, &path)) {
+        (Err(err), _) => {
             record.verb = non_resource_verb(&method).to_string();
             error_response(&err)
         }
-        Ok(Route::Json(doc)) => {
+        (Ok(user), Err(err)) => {
+            record.user = user.name.clone();
             record.verb = non_resource_verb(&method).to_string();
-            if method == Method::GET {
+            error_response(&err)
+        }
+        (Ok(user), Ok(Route::Json(doc))) => {
+            record.user = user.name.clone();
+            record.verb = non_resource_verb(&method).to_string();
+            let attributes = Attributes {
+                verb: record.verb.clone(),
+                resource_request: false,
+                path: path.clone(),
+                ..Attributes::default()
+            };
+            if !authorized(&shared, &user, &attributes) {
+                error_response(&authz::forbidden(&user, &attributes))
+            } else if method == Method::GET {
                 json_response(StatusCode::OK, &doc, &[])
             } else {
                 error_response(&ApiError::method_not_allowed(format!(
@@ -80,7 +107,8 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
                 )))
             }
         }
-        Ok(Route::Resource(target)) => {
+        (Ok(user), Ok(Route::Resource(target))) => {
+            record.user = user.name.clone();
             let def = shared.registry.get(target.id);
             record.group = def.group.clone();
             record.version = def.version.clone();
@@ -96,9 +124,46 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
                     .get("fieldSelector")
                     .and_then(|selector| selected_name(selector));
             }
-            match resource_request(&shared, request, &target, &query, &record.verb).await {
-                Ok(response) => response,
-                Err(err) => error_response(&err),
+            let attributes = Attributes {
+                verb: record.verb.clone(),
+                resource_request: true,
+                group: record.group.clone(),
+                resource: record.resource.clone(),
+                subresource: record.subresource.clone(),
+                namespace: record.namespace.clone(),
+                name: record.name.clone(),
+                path: path.clone(),
+            };
+            if !authorized(&shared, &user, &attributes) {
+                error_response(&authz::forbidden(&user, &attributes))
+            } else {
+                // An update or apply that creates is authorized as a create as well, once the
+                // object is found missing (kube-apiserver's createAuthorizerAttributes).
+                let create = Attributes {
+                    verb: "create".into(),
+                    ..attributes.clone()
+                };
+                let create_forbidden = (matches!(record.verb.as_str(), "update" | "patch")
+                    && !authorized(&shared, &user, &create))
+                .then(|| {
+                    let mut err = ApiError::forbidden(
+                        &create.group,
+                        &create.resource,
+                        create.name.as_deref().unwrap_or_default(),
+                        "",
+                    );
+                    err.message = err.message.trim_end().to_string();
+                    err
+                });
+                let context = RequestContext {
+                    verb: &record.verb,
+                    user: &user,
+                    create_forbidden,
+                };
+                match resource_request(&shared, request, &target, &query, context).await {
+                    Ok(response) => response,
+                    Err(err) => error_response(&err),
+                }
             }
         }
     };
@@ -107,6 +172,24 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         log.push(record);
     }
     response
+}
+
+/// The RBAC decision for a request (the store locked for the read).
+fn authorized(shared: &Shared, user: &User, attributes: &Attributes) -> bool {
+    if user.groups.iter().any(|g| g == "system:masters") {
+        return true;
+    }
+    match shared.lock_store() {
+        Ok(store) => authz::allowed(&store, &shared.registry, user, attributes),
+        Err(_) => false,
+    }
+}
+
+/// Who asks, for what verb, and whether a create it may turn into is forbidden.
+struct RequestContext<'a> {
+    verb: &'a str,
+    user: &'a User,
+    create_forbidden: Option<ApiError>,
 }
 
 /// The name a field selector pins (`metadata.name=x` or `metadata.name==x`), if any.
@@ -191,6 +274,8 @@ fn route(shared: &Shared, path: &str) -> Result<Route, ApiError> {
             .ok_or_else(ApiError::unknown_resource);
     }
     let (namespace, rest) = match rest {
+        // A Namespace's own subresources, not a namespaced resource called `status`.
+        ["namespaces", _, "status" | "finalize"] if group.is_empty() => (None, rest.to_vec()),
         ["namespaces", ns, plural, tail @ ..] => (Some(ns.to_string()), {
             let mut v = vec![*plural];
             v.extend_from_slice(tail);
@@ -217,6 +302,7 @@ fn route(shared: &Shared, path: &str) -> Result<Route, ApiError> {
     match subresource.as_deref() {
         None => {}
         Some("status") if def.status_subresource => {}
+        Some("token") if def.group.is_empty() && def.plural == "serviceaccounts" => {}
         Some(_) => return Err(ApiError::unknown_resource()),
     }
     Ok(Route::Resource(ResourcePath {
@@ -243,7 +329,7 @@ fn parse_query(query: &str) -> HashMap<String, String> {
         .collect()
 }
 
-fn selectors(query: &HashMap<String, String>) -> Result<Selectors, ApiError> {
+fn selectors(def: &ResourceDef, query: &HashMap<String, String>) -> Result<Selectors, ApiError> {
     Ok(Selectors {
         labels: LabelSelector::parse(
             query
@@ -256,35 +342,88 @@ fn selectors(query: &HashMap<String, String>) -> Result<Selectors, ApiError> {
                 .get("fieldSelector")
                 .map(String::as_str)
                 .unwrap_or_default(),
+            &def.field_labels(),
         )?,
     })
 }
 
+/// The kind of options a verb takes, as validation errors name it.
+fn options_kind(verb: &str) -> &'static str {
+    match verb {
+        "create" => "CreateOptions",
+        "update" => "UpdateOptions",
+        "patch" => "PatchOptions",
+        _ => "DeleteOptions",
+    }
+}
+
+/// The write options of a request, validated as `ValidateCreateOptions` (and the update, patch
+/// and delete variants) do: 422 for an unsupported `dryRun` or `fieldValidation`, a bad
+/// `fieldManager`, `force` on a patch that is no apply.
 fn write_params(
     request_headers: &http::HeaderMap,
     query: &HashMap<String, String>,
+    verb: &str,
+    apply: bool,
 ) -> Result<WriteParams, ApiError> {
+    let mut errors = Vec::new();
     let field_validation = match query.get("fieldValidation").map(String::as_str) {
         None | Some("") | Some("Warn") => FieldValidation::Warn,
         Some("Ignore") => FieldValidation::Ignore,
         Some("Strict") => FieldValidation::Strict,
         Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "fieldValidation: Unsupported value: {other:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
-            )))
+            errors.push(FieldError::not_supported(
+                "fieldValidation",
+                BadValue::Str(other.into()),
+                &["".into(), "Ignore".into(), "Strict".into(), "Warn".into()],
+            ));
+            FieldValidation::Warn
         }
     };
     let dry_run = match query.get("dryRun").map(String::as_str) {
-        None | Some("") => false,
+        None => false,
         Some("All") => true,
         Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "dryRun: Unsupported value: {other:?}: supported values: \"All\""
-            )))
+            errors.push(FieldError::not_supported(
+                "dryRun",
+                BadValue::Printed(format!("[]string{{{}}}", go_quote(other))),
+                &["All".into()],
+            ));
+            false
         }
     };
+    let field_manager = query.get("fieldManager").cloned();
+    if verb == "patch" {
+        if !apply && query.contains_key("force") {
+            errors.push(FieldError::forbidden(
+                "force",
+                "may not be specified for non-apply patch",
+            ));
+        }
+        if apply && field_manager.as_deref().unwrap_or("").is_empty() {
+            errors.push(FieldError::required(
+                "fieldManager",
+                "is required for apply patch",
+            ));
+        }
+    }
+    if verb != "delete" {
+        errors.extend(meta::field_manager(
+            field_manager.as_deref().unwrap_or(""),
+            "fieldManager",
+        ));
+    }
+    if !errors.is_empty() {
+        let causes: Vec<_> = errors.iter().map(FieldError::to_cause).collect();
+        return Err(ApiError::invalid_in(
+            "meta.k8s.io",
+            options_kind(verb),
+            "",
+            &causes,
+        ));
+    }
     Ok(WriteParams {
-        field_manager: query.get("fieldManager").cloned(),
+        field_manager,
         force: is_true(query.get("force")),
         dry_run,
         field_validation,
@@ -292,6 +431,7 @@ fn write_params(
             .get(header::USER_AGENT)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string),
+        create_forbidden: None,
     })
 }
 
@@ -302,7 +442,7 @@ async fn read_body(request: Request) -> Result<bytes::Bytes, ApiError> {
             ApiError::new(
                 413,
                 "RequestEntityTooLarge",
-                "the request body is too large or could not be read",
+                format!("Request entity too large: limit is {MAX_BODY}"),
             )
         })
 }
@@ -312,8 +452,18 @@ async fn resource_request(
     request: Request,
     path: &ResourcePath,
     query: &HashMap<String, String>,
-    verb: &str,
+    context: RequestContext<'_>,
 ) -> Result<Response, ApiError> {
+    let verb = context.verb;
+    // What kube-apiserver routes nowhere: a create of a named object, a write to a collection.
+    let misdirected = match verb {
+        "create" => path.name.is_some() && path.subresource.as_deref() != Some("token"),
+        "update" | "patch" => path.name.is_none(),
+        _ => false,
+    };
+    if misdirected {
+        return Err(ApiError::generic(405));
+    }
     let def = shared.registry.get(path.id).clone();
     let scope = if path.subresource.is_some() {
         Scope::Status
@@ -354,7 +504,7 @@ async fn resource_request(
         }
         "list" if path.subresource.is_none() => {
             let params = ListParams {
-                selectors: selectors(query)?,
+                selectors: selectors(&def, query)?,
                 limit: match query.get("limit").filter(|l| !l.is_empty()) {
                     Some(l) => Some(
                         l.parse()
@@ -394,7 +544,7 @@ async fn resource_request(
             let params = WatchParams {
                 resource: path.id,
                 namespace: path.namespace.clone(),
-                selectors: selectors(query)?,
+                selectors: selectors(&def, query)?,
                 resource_version: query.get("resourceVersion").cloned(),
                 send_initial_events: is_true(query.get("sendInitialEvents")),
                 allow_bookmarks: is_true(query.get("allowWatchBookmarks")),
@@ -416,8 +566,12 @@ async fn resource_request(
             );
             Ok(response)
         }
+        "create" if path.subresource.as_deref() == Some("token") => {
+            let body = read_body(request).await?;
+            token_request(shared, path, &body)
+        }
         "create" if path.subresource.is_none() => {
-            let params = write_params(&headers, query)?;
+            let params = write_params(&headers, query, verb, false)?;
             let body = parse_json(&read_body(request).await?)?;
             let outcome = shared.lock_store()?.create(
                 &def,
@@ -433,7 +587,8 @@ async fn resource_request(
             ))
         }
         "update" => {
-            let params = write_params(&headers, query)?;
+            let mut params = write_params(&headers, query, verb, false)?;
+            params.create_forbidden = context.create_forbidden.clone();
             let body = parse_json(&read_body(request).await?)?;
             let outcome = shared
                 .lock_store()?
@@ -445,7 +600,6 @@ async fn resource_request(
             ))
         }
         "patch" => {
-            let params = write_params(&headers, query)?;
             let content_type = headers
                 .get(header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
@@ -455,36 +609,41 @@ async fn resource_request(
                 .unwrap_or_default()
                 .trim()
                 .to_string();
+            // Strategic merge patches exist for built-in kinds only.
+            let accepted: &[&str] = if def.is_custom() {
+                &[
+                    "application/json-patch+json",
+                    "application/merge-patch+json",
+                    "application/apply-patch+yaml",
+                ]
+            } else {
+                &[
+                    "application/json-patch+json",
+                    "application/merge-patch+json",
+                    "application/strategic-merge-patch+json",
+                    "application/apply-patch+yaml",
+                ]
+            };
+            if !accepted.contains(&content_type.as_str()) {
+                return Err(ApiError::unsupported_media_type(accepted));
+            }
+            let apply = content_type == "application/apply-patch+yaml";
+            let mut params = write_params(&headers, query, verb, apply)?;
+            params.create_forbidden = context.create_forbidden.clone();
             let body = read_body(request).await?;
-            let outcome = match content_type.as_str() {
-                "application/apply-patch+yaml" => {
-                    shared
-                        .lock_store()?
-                        .apply(&def, &target(), &body, scope, &params)?
-                }
-                "application/merge-patch+json" => shared.lock_store()?.patch(
-                    &def,
-                    &target(),
-                    PatchType::Merge,
-                    &body,
-                    scope,
-                    &params,
-                )?,
-                "application/json-patch+json" => shared.lock_store()?.patch(
-                    &def,
-                    &target(),
-                    PatchType::Json,
-                    &body,
-                    scope,
-                    &params,
-                )?,
-                // Built-in kinds accept strategic merge patches; for the flat fields this server
-                // models a JSON merge patch gives the same result. CRDs reject them, as in
-                // Kubernetes.
-                "application/strategic-merge-patch+json" if !def.is_custom() => shared
+            let patch_type = match content_type.as_str() {
+                "application/merge-patch+json" => PatchType::Merge,
+                "application/json-patch+json" => PatchType::Json,
+                _ => PatchType::Strategic,
+            };
+            let outcome = if apply {
+                shared
                     .lock_store()?
-                    .patch(&def, &target(), PatchType::Merge, &body, scope, &params)?,
-                other => return Err(ApiError::unsupported_media_type(other)),
+                    .apply(&def, &target(), &body, scope, &params)?
+            } else {
+                shared
+                    .lock_store()?
+                    .patch(&def, &target(), patch_type, &body, scope, &params)?
             };
             let status = if outcome.created {
                 StatusCode::CREATED
@@ -498,30 +657,99 @@ async fn resource_request(
             let options: Value = if body.iter().all(u8::is_ascii_whitespace) {
                 Value::Null
             } else {
-                parse_json(&body)?
+                serde_json::from_slice(&body).map_err(|e| {
+                    ApiError::bad_request(format!(
+                        "DeleteOptions in version \"v1\" cannot be handled as a DeleteOptions: {e}"
+                    ))
+                })?
             };
+            let policy = options["propagationPolicy"]
+                .as_str()
+                .or(query.get("propagationPolicy").map(String::as_str));
+            let orphan_dependents = options["orphanDependents"]
+                .as_bool()
+                .or(query.get("orphanDependents").map(|v| v == "true"));
             let preconditions = Preconditions {
                 uid: options["preconditions"]["uid"].as_str().map(str::to_string),
                 resource_version: options["preconditions"]["resourceVersion"]
                     .as_str()
                     .map(str::to_string),
+                // shouldOrphanDependents/shouldDeleteDependents: orphanDependents decides alone
+                // (false is a background deletion), else the propagation policy.
+                propagation_finalizer: match (orphan_dependents, policy) {
+                    (Some(true), _) | (None, Some("Orphan")) => Some("orphan".into()),
+                    (None, Some("Foreground")) => Some("foregroundDeletion".into()),
+                    _ => None,
+                },
             };
-            let dry_run = write_params(&headers, query)?.dry_run
-                || options["dryRun"]
-                    .as_array()
-                    .is_some_and(|d| d.iter().any(|v| v == "All"));
+            let mut errors = Vec::new();
+            if policy.is_some() && orphan_dependents.is_some() {
+                errors.push(FieldError::invalid(
+                    "propagationPolicy",
+                    BadValue::Str(policy.unwrap_or_default().into()),
+                    "orphanDependents and deletionPropagation cannot be both set",
+                ));
+            }
+            if let Some(policy) = policy {
+                if !matches!(policy, "Foreground" | "Background" | "Orphan") {
+                    errors.push(FieldError::not_supported(
+                        "propagationPolicy",
+                        BadValue::Str(policy.into()),
+                        &[
+                            "Foreground".into(),
+                            "Background".into(),
+                            "Orphan".into(),
+                            "nil".into(),
+                        ],
+                    ));
+                }
+            }
+            let body_dry_run: Vec<String> = options["dryRun"]
+                .as_array()
+                .map(|d| {
+                    d.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            if body_dry_run.iter().any(|d| d != "All") {
+                errors.push(FieldError::not_supported(
+                    "dryRun",
+                    BadValue::Printed(format!(
+                        "[]string{{{}}}",
+                        body_dry_run
+                            .iter()
+                            .map(|d| go_quote(d))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                    &["All".into()],
+                ));
+            }
+            if !errors.is_empty() {
+                let causes: Vec<_> = errors.iter().map(FieldError::to_cause).collect();
+                return Err(ApiError::invalid_in(
+                    "meta.k8s.io",
+                    "DeleteOptions",
+                    "",
+                    &causes,
+                ));
+            }
+            let dry_run =
+                write_params(&headers, query, verb, false)?.dry_run || !body_dry_run.is_empty();
             let object = shared
                 .lock_store()?
                 .delete(&def, &target(), &preconditions, dry_run)?;
             Ok(json_response(StatusCode::OK, &object, &[]))
         }
         "deletecollection" if path.subresource.is_none() => {
-            let dry_run = write_params(&headers, query)?.dry_run;
+            let dry_run = write_params(&headers, query, verb, false)?.dry_run;
             let list = shared.lock_store()?.delete_collection(
                 &def,
                 path.id,
                 path.namespace.as_deref(),
-                &selectors(query)?,
+                &selectors(&def, query)?,
                 dry_run,
             )?;
             Ok(json_response(StatusCode::OK, &list, &[]))
@@ -532,6 +760,52 @@ async fn resource_request(
     }
 }
 
+/// `POST .../serviceaccounts/<name>/token`: a token that authenticates as the ServiceAccount.
+fn token_request(shared: &Shared, path: &ResourcePath, body: &[u8]) -> Result<Response, ApiError> {
+    let request: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!(
+                "TokenRequest in version \"v1\" cannot be handled as a TokenRequest: {e}"
+            ))
+        })?
+    };
+    let namespace = path.namespace.clone().unwrap_or_default();
+    let name = path.name.clone().unwrap_or_default();
+    let def = shared.registry.get(path.id);
+    let (exists, seed) = {
+        let store = shared.lock_store()?;
+        (
+            store.get(path.id, Some(&namespace), &name).is_some(),
+            store.revision(),
+        )
+    };
+    if !exists {
+        return Err(ApiError::not_found(def, &name));
+    }
+    let token = shared
+        .tokens
+        .lock()
+        .map_err(|_| ApiError::internal("token table lock poisoned"))?
+        .issue(User::service_account(&namespace, &name), seed);
+    let expiration = request["spec"]["expirationSeconds"]
+        .as_i64()
+        .unwrap_or(3600);
+    let answer = json!({
+        "kind": "TokenRequest",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": { "name": name, "namespace": namespace, "creationTimestamp": null },
+        "spec": {
+            "audiences": request["spec"]["audiences"].as_array().cloned().unwrap_or_default(),
+            "expirationSeconds": expiration,
+            "boundObjectRef": null,
+        },
+        "status": { "token": token, "expirationTimestamp": now_rfc3339() },
+    });
+    Ok(json_response(StatusCode::CREATED, &answer, &[]))
+}
+
 fn json_response(status: StatusCode, body: &Value, warnings: &[String]) -> Response {
     let mut response = Response::new(Body::from(body.to_string()));
     *response.status_mut() = status;
@@ -540,7 +814,7 @@ fn json_response(status: StatusCode, body: &Value, warnings: &[String]) -> Respo
         HeaderValue::from_static("application/json"),
     );
     for warning in warnings {
-        let text = format!("299 - {:?}", warning);
+        let text = format!("299 - {}", go_quote(warning));
         if let Ok(value) = HeaderValue::from_str(&text) {
             response.headers_mut().append(header::WARNING, value);
         }

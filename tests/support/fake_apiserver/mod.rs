@@ -1,32 +1,41 @@
-//! An in-process fake Kubernetes API server for integration tests, honest to the API's
-//! semantics as far as the machine-config-server and kube-rs use them.
+//! An in-process fake Kubernetes API server for integration tests, held to what a real
+//! kube-apiserver answers: `tests/apiserver_corpus.rs` replays recorded kube-apiserver 1.36
+//! answers against it.
 //!
 //! No real kube-apiserver can run on the build machines (Debian ships only the clients), so
 //! cluster-mode tests run the real binary and real kube-rs clients against this server over
 //! plain HTTP/1.1 on `127.0.0.1:<ephemeral>`.
 //!
 //! What it implements (see each module's docs):
-//! - `registry.rs`: core nodes/configmaps/services/secrets, coordination leases, and the CRDs
-//!   derived from our API types, or the real ones from the upstream tier via
-//!   [`Options::crd_dir`] (Routes optional); discovery documents.
-//! - `store.rs`: objects keyed by resource/namespace/name, one global resourceVersion, uid,
-//!   creationTimestamp, generation, finalizers; get/list (selectors, limit/continue),
-//!   create (409 AlreadyExists), replace (409 on stale resourceVersion), merge/JSON patch,
-//!   delete (preconditions, generation bump when deletion starts), `/status` subresource rules
-//!   (custom resources: only status; built-ins: all but spec; Nodes keep status on create).
+//! - `registry.rs`: the built-in kinds of `builtin.rs` and the CRDs derived from our API
+//!   types, or the real ones from the upstream tier via [`Options::crd_dir`] (Routes
+//!   optional); discovery documents.
+//! - `store.rs`: objects keyed by resource/namespace/name, one global resourceVersion; each
+//!   write runs kube-apiserver's stages in its order (decode, the body's namespace, field
+//!   management, admission with namespace existence, `PrepareForCreate`/`BeforeUpdate`,
+//!   validation, resourceVersion rules, storage); get/list (selectors, limit/continue), create,
+//!   replace, merge/JSON/strategic patch, apply, delete (preconditions, finalizers, `Success`
+//!   Status), `/status` subresource rules.
+//! - `meta.rs`: ObjectMeta validation as apimachinery does it, with its messages.
+//! - `builtin.rs`: built-in kinds as their Go types (decode errors, zero values, `omitempty`,
+//!   `Time`/`MicroTime`), defaults, strategies, validation and admission.
+//! - `gotime.rs`: Go's time parsing and its error texts.
 //! - `apply.rs`: managedFields as Kubernetes records them (per manager, operation, subresource,
 //!   and apiVersion for `Update`; Compare-based ownership of non-apply writes; request
 //!   managedFields used, reset or ignored as `decodeLiveOrNew` does), server-side apply with
 //!   conflicts worded like Kubernetes, `force`, removal of omitted fields, list-map/set/atomic
-//!   merging from the CRD schema.
-//! - `schema.rs`: CRD schema pruning, `default:` values and validation (422 Invalid), also as
-//!   [`validate_against_real_crd`].
+//!   merging from the CRD schema or the built-in kind's shape.
+//! - `schema.rs`: CRD schema pruning, `default:` values and validation (422 Invalid) with
+//!   kube-openapi's messages, also as [`validate_against_real_crd`].
 //! - `cel.rs`: the CRDs' `x-kubernetes-validations` (CEL) rules on every write, transition
 //!   rules with `oldSelf`, Kubernetes' library functions and error texts; a rule it cannot
 //!   evaluate is a 500 and fails the test when the server is dropped.
+//! - `authz.rs`: bearer tokens (the kubeconfig's cluster admin; ServiceAccount tokens from
+//!   TokenRequest) and RBAC over the stored Roles and bindings.
 //! - `watch.rs`: watches with history replay, 410 Expired after [`FakeApiServer::compact`],
 //!   bookmarks, streaming lists (`sendInitialEvents`), timeouts.
-//! - `http.rs`: routing, status codes, the request log.
+//! - `http.rs`: routing, authentication and authorization, write options, content types,
+//!   status codes, the request log.
 //!
 //! This module owns the test-facing handle, [`FakeApiServer`]: starting the server on its own
 //! thread and runtime (so tests that block do not stall it), stopping and restarting it on the
@@ -48,14 +57,15 @@
 //! let verbs = api.requests();  // what the binary called, for RBAC checks
 //! ```
 //!
-//! Known simplifications: no authentication/authorization, no namespaces resource (any
-//! namespace exists), no admission, no CEL cost budgets (see `cel.rs`), lists are not
-//! snapshots (later pages show current objects), strategic merge patch on built-in kinds is
-//! treated as a JSON merge patch. Built-in kinds have no schema: their objects merge as
-//! granular maps and atomic lists (Kubernetes keys e.g. Node conditions by `type`). Field
-//! management: no cap of ten `Update` managers (`ancient-changes`), no last-applied annotation
-//! handling, no `fieldManager` validation (length, printable), metadata other than
-//! labels/annotations/finalizers/ownerReferences is not owned by appliers, an apply to a
+//! Known simplifications: only the built-in kinds of `builtin.rs` are modelled (others given
+//! as extra resources are stored as sent), no controllers (a deleted Namespace stays
+//! `Terminating`, Services get no cluster IP), admission is NamespaceLifecycle and
+//! TaintNodesByCondition only, RBAC knows no aggregation and no escalation checks, no CEL cost
+//! budgets (see `cel.rs`), lists are not snapshots (later pages show current objects),
+//! strategic merge patches merge lists by their map keys without other directives than
+//! `$patch: delete`, quantities are not canonicalized. Field management: no cap of ten
+//! `Update` managers (`ancient-changes`), no last-applied annotation handling, metadata other
+//! than labels/annotations/finalizers/ownerReferences is not owned by appliers, an apply to a
 //! built-in's `/status` applies only `.status`, a list-map item without its keys makes the list
 //! atomic (Kubernetes rejects it). Defaults are applied on writes, not again on reads (schemas
 //! never change while a server runs). The CRDs derived from our types carry no `default:`
@@ -63,8 +73,12 @@
 #![allow(dead_code, unused_imports)]
 
 mod apply;
+mod authz;
+mod builtin;
 pub mod cel;
+pub mod gotime;
 mod http;
+pub mod meta;
 mod registry;
 mod schema;
 mod selectors;
@@ -82,7 +96,7 @@ use serde_json::Value;
 pub use registry::{derived_crds, real_crds};
 pub use registry::{ResourceDef, ResourceId};
 pub use schema::{validate_against, validate_against_real_crd};
-pub use status::{ApiError, Cause};
+pub use status::{ApiError, BadValue, Cause, ErrorType, FieldError};
 pub use store::{Scope, WriteParams};
 
 use registry::Registry;
@@ -90,6 +104,10 @@ use store::{Preconditions, Store, Target};
 
 /// Field manager the fixture helpers ([`FakeApiServer::apply_object`], `load_yaml_*`) use.
 pub const FIXTURE_MANAGER: &str = "fake-apiserver-fixtures";
+
+/// The namespaces a fresh kube-apiserver has.
+pub const SYSTEM_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// How to start a [`FakeApiServer`].
 #[derive(Clone, Debug)]
@@ -141,6 +159,8 @@ pub struct RequestRecord {
     pub name: Option<String>,
     /// HTTP status of the response (200 for a watch that started).
     pub status: u16,
+    /// The authenticated user (empty when authentication failed).
+    pub user: String,
 }
 
 impl RequestRecord {
@@ -159,6 +179,7 @@ impl RequestRecord {
 /// State shared by the HTTP handlers and the test handle.
 pub struct Shared {
     registry: Registry,
+    tokens: Mutex<authz::Tokens>,
     store: Arc<Mutex<Store>>,
     requests: Mutex<Vec<RequestRecord>>,
     options: Options,
@@ -217,19 +238,38 @@ impl FakeApiServer {
         let address = listener
             .local_addr()
             .map_err(|e| format!("local_addr: {e}"))?;
-        let store = Store::new(registry.len(), options.history_limit);
+        let namespaces = registry.find("", "v1", "namespaces");
+        let store = Store::new(registry.len(), options.history_limit, namespaces);
         let shared = Arc::new(Shared {
             registry,
+            tokens: Mutex::new(authz::Tokens::default()),
             store: Arc::new(Mutex::new(store)),
             requests: Mutex::new(Vec::new()),
             options,
             address,
         });
 
+        // What every kube-apiserver creates at start (its bootstrap controller).
+        if let Some(id) = namespaces {
+            let def = shared.registry.get(id).clone();
+            let mut store = shared.lock_store().map_err(|e| e.to_string())?;
+            for name in SYSTEM_NAMESPACES {
+                let namespace = serde_json::json!({
+                    "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name }
+                });
+                store
+                    .create(&def, id, None, namespace, &Self::params("kube-apiserver"))
+                    .map_err(|e| format!("namespace {name}: {e}"))?;
+            }
+        }
+
         let dir = tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))?;
         let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, kubeconfig_yaml(&format!("http://{address}")))
-            .map_err(|e| format!("writing kubeconfig: {e}"))?;
+        std::fs::write(
+            &kubeconfig,
+            kubeconfig_yaml(&format!("http://{address}"), authz::ADMIN_TOKEN),
+        )
+        .map_err(|e| format!("writing kubeconfig: {e}"))?;
 
         let (control, control_rx) = tokio::sync::mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -326,6 +366,47 @@ impl FakeApiServer {
     /// The current global resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.store().revision()
+    }
+
+    /// The cluster-admin token of [`FakeApiServer::kubeconfig_file`] (a `system:masters` user).
+    pub fn admin_token(&self) -> String {
+        authz::ADMIN_TOKEN.to_string()
+    }
+
+    /// A token of the ServiceAccount `namespace/name`, as a TokenRequest gives one: requests
+    /// with it are that ServiceAccount's and the server's RBAC authorizes them against the
+    /// stored Roles, ClusterRoles and bindings. 404 when the ServiceAccount does not exist.
+    pub fn token_for(&self, namespace: &str, name: &str) -> Result<String, ApiError> {
+        let id = self.resolve("ServiceAccount");
+        let def = self.shared.registry.get(id);
+        let (exists, seed) = {
+            let store = self.store();
+            (
+                store.get(id, Some(namespace), name).is_some(),
+                store.revision(),
+            )
+        };
+        if !exists {
+            return Err(ApiError::not_found(def, name));
+        }
+        let user = authz::User::service_account(namespace, name);
+        match self.shared.tokens.lock() {
+            Ok(mut tokens) => Ok(tokens.issue(user, seed)),
+            Err(_) => Err(ApiError::internal("token table lock poisoned")),
+        }
+    }
+
+    /// A kubeconfig for this server that authenticates with `token`.
+    pub fn kubeconfig_with_token(&self, token: &str) -> String {
+        kubeconfig_yaml(&self.url(), token)
+    }
+
+    /// The requests `user` made (e.g. `system:serviceaccount:<namespace>:<name>`), in order.
+    pub fn requests_of(&self, user: &str) -> Vec<RequestRecord> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.user == user)
+            .collect()
     }
 
     /// Every API request received so far, in order.
@@ -700,7 +781,7 @@ fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
     Ok(())
 }
 
-fn kubeconfig_yaml(server: &str) -> String {
+fn kubeconfig_yaml(server: &str, token: &str) -> String {
     format!(
         "apiVersion: v1
 kind: Config
@@ -711,7 +792,7 @@ clusters:
 users:
 - name: fake
   user:
-    token: fake-token
+    token: {token}
 contexts:
 - name: fake
   context:

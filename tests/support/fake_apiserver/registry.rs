@@ -11,6 +11,8 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::{json, Value};
 
+use super::builtin::{self, Kind};
+
 /// Index of a resource in the [`Registry`]; stable for the lifetime of a server.
 pub type ResourceId = usize;
 
@@ -27,14 +29,22 @@ pub struct ResourceDef {
     pub namespaced: bool,
     /// Whether `/status` is a subresource (then writes to the main resource ignore `.status`).
     pub status_subresource: bool,
-    /// The CRD's `openAPIV3Schema`; `None` for built-in kinds (not validated, not pruned).
+    /// The CRD's `openAPIV3Schema`; `None` for built-in kinds.
     pub schema: Option<Arc<Value>>,
+    /// The built-in kind's Go shape and strategy, when this server models the kind (a built-in
+    /// without one is stored as sent).
+    pub builtin: Option<&'static Kind>,
 }
 
 impl ResourceDef {
-    /// A schema-less `v1` resource (a built-in kind): no pruning or validation beyond names.
+    /// A `v1` built-in resource: the modelled kind of [`super::builtin`] when there is one
+    /// (same group, kind and plural), else stored as sent with the ObjectMeta rules only.
     pub fn builtin(group: &str, plural: &str, kind: &str, namespaced: bool, status: bool) -> Self {
+        let modelled = builtin::lookup(group, kind).filter(|k| {
+            k.plural == plural && k.namespaced == namespaced && k.status_subresource == status
+        });
         ResourceDef {
+            builtin: modelled,
             group: group.to_string(),
             version: "v1".to_string(),
             plural: plural.to_string(),
@@ -64,6 +74,26 @@ impl ResourceDef {
         }
     }
 
+    /// The API group validation errors name the kind in: the group of the internal type, which
+    /// for events.k8s.io Events is the core group (they are stored as core Events).
+    pub fn error_group(&self) -> &str {
+        match self.builtin {
+            Some(kind) => kind.internal_group,
+            None => &self.group,
+        }
+    }
+
+    /// The field selector labels this resource accepts and the value of an unset field: a
+    /// custom resource's `metadata.name` (and `metadata.namespace` when namespaced), a built-in
+    /// kind's own list, else the generic pair.
+    pub fn field_labels(&self) -> Vec<(&'static str, &'static str)> {
+        match self.builtin {
+            Some(kind) => kind.field_labels.to_vec(),
+            None if self.is_custom() && !self.namespaced => vec![("metadata.name", "")],
+            None => vec![("metadata.name", ""), ("metadata.namespace", "")],
+        }
+    }
+
     /// Whether the resource comes from a CustomResourceDefinition (generation tracking, schema).
     pub fn is_custom(&self) -> bool {
         self.schema.is_some()
@@ -86,24 +116,29 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The resources the machine-config-server touches: core nodes, configmaps, services,
-    /// secrets; coordination leases; events.k8s.io events; every CRD of `crd_dir` (default: the CRDs derived from our
-    /// own API types, [`derived_crds`]; Routes only when `with_routes`, to model a plain
-    /// Kubernetes cluster without OpenShift's route API).
+    /// The resources the machine-config-server and its tests touch: the built-in kinds of
+    /// [`super::builtin`] (core nodes, namespaces, configmaps, secrets, services,
+    /// serviceaccounts; coordination leases; events.k8s.io events; RBAC roles and bindings);
+    /// every CRD of `crd_dir` (default: the CRDs derived from our own API types,
+    /// [`derived_crds`]; Routes only when `with_routes`, to model a plain Kubernetes cluster
+    /// without OpenShift's route API).
     pub fn standard(
         with_routes: bool,
         crd_dir: Option<&Path>,
         extra: &[ResourceDef],
     ) -> Result<Self, String> {
-        let mut resources = vec![
-            ResourceDef::builtin("", "nodes", "Node", false, true),
-            ResourceDef::builtin("", "configmaps", "ConfigMap", true, false),
-            ResourceDef::builtin("", "services", "Service", true, true),
-            ResourceDef::builtin("", "secrets", "Secret", true, false),
-            ResourceDef::builtin("coordination.k8s.io", "leases", "Lease", true, false),
-            // What kube's event recorder writes (create, then merge patches of `series`).
-            ResourceDef::builtin("events.k8s.io", "events", "Event", true, false),
-        ];
+        let mut resources: Vec<ResourceDef> = builtin::kinds()
+            .iter()
+            .map(|k| {
+                ResourceDef::builtin(
+                    k.group,
+                    k.plural,
+                    k.kind,
+                    k.namespaced,
+                    k.status_subresource,
+                )
+            })
+            .collect();
         let crds = match crd_dir {
             Some(dir) => load_crd_dir(dir)?,
             None => derived_crds().to_vec(),
@@ -362,5 +397,6 @@ fn crd_resource(crd: &Value) -> Result<ResourceDef, String> {
         namespaced: spec["scope"] == "Namespaced",
         status_subresource: version["subresources"].get("status").is_some(),
         schema: Some(Arc::new(version["schema"]["openAPIV3Schema"].clone())),
+        builtin: None,
     })
 }

@@ -5,10 +5,13 @@
 //! fields (honouring `x-kubernetes-preserve-unknown-fields`, `additionalProperties` and
 //! `x-kubernetes-embedded-resource`) and nulls in non-nullable fields, then check `type`,
 //! `required`, `enum`, `pattern`, `minLength`/`maxLength`, `minItems`/`maxItems`,
-//! `minProperties`/`maxProperties`, `minimum`/`maximum`, `format` (date-time, date, byte, int32),
-//! `x-kubernetes-int-or-string`, list-type `map`/`set` uniqueness, `allOf`/`anyOf`/`oneOf`/`not`.
-//! On writes, [`validate_write`] then runs the CRD's CEL rules (`x-kubernetes-validations`,
-//! `cel.rs`) unless an OpenAPI error blocks them, as kube-apiserver does. Also structural
+//! `minProperties`/`maxProperties`, `minimum`/`maximum`, `multipleOf`, `uniqueItems`, the string
+//! `format`s of kube-openapi's registry (date-time, date, byte, uuid, ipv4/6, cidr, mac,
+//! hostname, email, uri) and integer formats, `x-kubernetes-int-or-string`, list-type
+//! `map`/`set` uniqueness, `allOf`/`anyOf`/`oneOf`/`not`, with kube-openapi's messages and the
+//! field error types apiextensions turns them into (`FieldValueTypeInvalid` for types and
+//! formats). On writes, [`validate_custom`] then runs the CRD's CEL rules
+//! (`x-kubernetes-validations`, `cel.rs`) unless an error blocks them, as kube-apiserver does. Also structural
 //! defaulting ([`apply_defaults`]: `default:` values, as the apiextensions `Default` algorithm:
 //! a property's default fills it when absent, nested defaults inside apply too, list items and
 //! `additionalProperties` values included). Pure functions; no store, no HTTP.
@@ -19,7 +22,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use super::registry::{real_crds, ResourceDef};
-use super::status::{ApiError, Cause};
+use super::status::{go_float, go_quote, ApiError, BadValue, Cause, ErrorType, FieldError};
 
 /// Fields of ObjectMeta the server keeps; anything else under `metadata` is pruned.
 const OBJECT_META_FIELDS: &[&str] = &[
@@ -256,231 +259,138 @@ fn prune(
     }
 }
 
-/// The validation of a write (after pruning): [`validate_object`], then the CEL rules with
-/// `old` as `oldSelf`, skipped with one extra cause when an OpenAPI error blocks them (wrong
-/// type, required, enum, too long, too many), as kube-apiserver's `hasBlockingErr` does. A rule
-/// the in-test server cannot evaluate is a 500 naming it, recorded for `FakeApiServer`'s drop.
-pub fn validate_write(def: &ResourceDef, old: Option<&Value>, new: &Value) -> Result<(), ApiError> {
-    let mut causes = validate_object(def, new).err().unwrap_or_default();
-    if let Some(schema) = &def.schema {
+/// The schema part of a custom resource strategy's `Validate`/`ValidateUpdate`: `meta_errors`
+/// (ObjectMeta, checked by the caller), the OpenAPI schema and list-type uniqueness, then the
+/// CRD's CEL rules with `old` as `oldSelf`, skipped with one extra cause when an error blocks
+/// them (wrong type or format, required, enum, too long, too many), as kube-apiserver's
+/// `hasBlockingErr` does. A rule the in-test server cannot evaluate is a 500 naming it,
+/// recorded for `FakeApiServer`'s drop.
+pub fn validate_custom(
+    def: &ResourceDef,
+    old: Option<&Value>,
+    new: &Value,
+    meta_errors: Vec<FieldError>,
+) -> Result<(Vec<Cause>, Vec<String>), ApiError> {
+    let mut causes: Vec<Cause> = meta_errors.iter().map(FieldError::to_cause).collect();
+    let mut warnings = Vec::new();
+    causes.extend(schema_errors(def, new));
+    if let Some(schema) = def.schema.as_ref().filter(|s| super::cel::has_rules(s)) {
         if causes.iter().any(blocks_cel) {
-            causes.push(Cause {
-                reason: "FieldValueInvalid".into(),
-                message: "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
-                field: "<nil>".into(),
-            });
+            causes.push(
+                FieldError::invalid(
+                    "<nil>",
+                    BadValue::Null,
+                    "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+                )
+                .to_cause(),
+            );
         } else {
-            match super::cel::validate(schema, old, new) {
-                Ok(rule_causes) => causes.extend(rule_causes),
+            match super::cel::validate_ratcheting(schema, old, new) {
+                Ok((rule_causes, rule_warnings)) => {
+                    causes.extend(rule_causes);
+                    warnings.extend(rule_warnings);
+                }
                 Err(unsupported) => {
                     super::cel::record_failure(schema, &unsupported);
-                    return Err(ApiError::new(500, "InternalError", unsupported.to_string()));
+                    return Err(ApiError::internal(unsupported.to_string()));
                 }
             }
         }
     }
-    if causes.is_empty() {
-        return Ok(());
-    }
-    let name = new["metadata"]["name"].as_str().unwrap_or_default();
-    Err(ApiError::invalid(def, name, &causes))
+    Ok((causes, warnings))
 }
 
-/// Kubernetes' blocking error types: NotSupported, Required, TooLong, TooMany, TypeInvalid
-/// (our type errors are the `... must be of type <json type>: <actual type>` causes).
+/// Kubernetes' blocking error types: NotSupported, Required, TooLong, TooMany, TypeInvalid.
 fn blocks_cel(cause: &Cause) -> bool {
-    let type_error = cause.message.contains(" in body must be of type ")
-        && cause.message.rsplit(": ").next().is_some_and(|actual| {
-            matches!(
-                actual,
-                "null" | "boolean" | "number" | "integer" | "string" | "array" | "object"
-            )
-        });
-    type_error
-        || matches!(
-            cause.reason.as_str(),
-            "FieldValueNotSupported"
-                | "FieldValueRequired"
-                | "FieldValueTooLong"
-                | "FieldValueTooMany"
-                | "FieldValueTypeInvalid"
-        )
+    matches!(
+        cause.reason.as_str(),
+        "FieldValueNotSupported"
+            | "FieldValueRequired"
+            | "FieldValueTooLong"
+            | "FieldValueTooMany"
+            | "FieldValueTypeInvalid"
+    )
 }
 
-/// Validates an object: the name rules of every kind, and the CRD schema for custom resources.
+/// Validates an object: the ObjectMeta rules of a create, and the CRD schema for custom
+/// resources.
 pub fn validate_object(def: &ResourceDef, object: &Value) -> Result<(), Vec<Cause>> {
-    let mut v = Validator::default();
-    validate_metadata(def, &object["metadata"], &mut v.causes);
-    if let Some(schema) = &def.schema {
-        if let Value::Object(map) = object {
-            // The root: apiVersion/kind/metadata are the server's; check the rest.
-            let mut body = map.clone();
-            body.remove("apiVersion");
-            body.remove("kind");
-            if let Some(name_schema) = schema.pointer("/properties/metadata/properties/name") {
-                if let Some(name) = object["metadata"].get("name") {
-                    v.check(name, name_schema, "metadata.name");
-                }
-            }
-            body.remove("metadata");
-            let mut root = schema.as_ref().clone();
-            if let Some(Value::Array(required)) = root.get_mut("required") {
-                required
-                    .retain(|r| !matches!(r.as_str(), Some("apiVersion" | "kind" | "metadata")));
-            }
-            if let Some(Value::Object(props)) = root.get_mut("properties") {
-                props.remove("metadata");
-                props.remove("apiVersion");
-                props.remove("kind");
-            }
-            v.check(&Value::Object(body), &root, "");
-        }
-    }
-    if v.causes.is_empty() {
+    let mut causes: Vec<Cause> = super::meta::validate_create(
+        &object["metadata"],
+        def.namespaced,
+        super::meta::NameRule::DnsSubdomain,
+    )
+    .iter()
+    .map(FieldError::to_cause)
+    .collect();
+    causes.extend(schema_errors(def, object));
+    if causes.is_empty() {
         Ok(())
     } else {
-        Err(v.causes)
+        Err(causes)
     }
 }
 
-fn invalid(field: &str, value: &Value, detail: &str) -> Cause {
-    Cause {
-        reason: "FieldValueInvalid".into(),
-        message: format!("Invalid value: {}: {detail}", short(value)),
-        field: field.to_string(),
-    }
-}
-
-fn short(value: &Value) -> String {
-    let text = value.to_string();
-    if text.chars().count() > 120 {
-        let cut: String = text.chars().take(117).collect();
-        format!("{cut}...")
-    } else {
-        text
-    }
-}
-
-fn dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-fn dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(dns_label)
-}
-
-fn qualified_name_part(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        && s.as_bytes()[0].is_ascii_alphanumeric()
-        && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric()
-}
-
-fn label_key(key: &str) -> bool {
-    match key.split_once('/') {
-        Some((prefix, name)) => dns_subdomain(prefix) && qualified_name_part(name),
-        None => qualified_name_part(key),
-    }
-}
-
-fn label_value(value: &str) -> bool {
-    value.is_empty() || qualified_name_part(value)
-}
-
-fn validate_metadata(def: &ResourceDef, meta: &Value, causes: &mut Vec<Cause>) {
-    match meta["name"].as_str() {
-        None | Some("") => causes.push(Cause {
-            reason: "FieldValueRequired".into(),
-            message: "Required value: name or generateName is required".into(),
-            field: "metadata.name".into(),
-        }),
-        Some(name) if !dns_subdomain(name) => causes.push(invalid(
-            "metadata.name",
-            &meta["name"],
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
-        )),
-        Some(_) => {}
-    }
-    if def.namespaced {
-        if let Some(ns) = meta["namespace"].as_str() {
-            if !dns_label(ns) {
-                causes.push(invalid("metadata.namespace", &meta["namespace"], "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'"));
+/// The OpenAPI schema errors of a custom resource (nothing for built-in kinds).
+fn schema_errors(def: &ResourceDef, object: &Value) -> Vec<Cause> {
+    let mut v = Validator::default();
+    if let (Some(schema), Value::Object(map)) = (&def.schema, object) {
+        // The root: apiVersion/kind/metadata are the server's; check the rest.
+        let mut body = map.clone();
+        body.remove("apiVersion");
+        body.remove("kind");
+        if let Some(name_schema) = schema.pointer("/properties/metadata/properties/name") {
+            if let Some(name) = object["metadata"].get("name") {
+                v.check(name, name_schema, "metadata.name");
             }
         }
-    }
-    if let Some(labels) = meta.get("labels") {
-        match labels {
-            Value::Object(map) => {
-                for (k, v) in map {
-                    if !label_key(k) {
-                        causes.push(invalid("metadata.labels", &Value::String(k.clone()), "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
-                    }
-                    match v.as_str() {
-                        Some(text) if label_value(text) => {}
-                        _ => causes.push(invalid(&format!("metadata.labels[{k}]"), v, "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character")),
-                    }
-                }
-            }
-            Value::Null => {}
-            other => causes.push(invalid(
-                "metadata.labels",
-                other,
-                "must be a map of strings",
-            )),
+        body.remove("metadata");
+        let mut root = schema.as_ref().clone();
+        if let Some(Value::Array(required)) = root.get_mut("required") {
+            required.retain(|r| !matches!(r.as_str(), Some("apiVersion" | "kind" | "metadata")));
         }
-    }
-    if let Some(annotations) = meta.get("annotations") {
-        match annotations {
-            Value::Object(map) => {
-                for (k, v) in map {
-                    if !label_key(k) {
-                        causes.push(invalid(
-                            "metadata.annotations",
-                            &Value::String(k.clone()),
-                            "name part must consist of alphanumeric characters, '-', '_' or '.'",
-                        ));
-                    }
-                    if !v.is_string() {
-                        causes.push(invalid(
-                            &format!("metadata.annotations[{k}]"),
-                            v,
-                            "must be a string",
-                        ));
-                    }
-                }
-            }
-            Value::Null => {}
-            other => causes.push(invalid(
-                "metadata.annotations",
-                other,
-                "must be a map of strings",
-            )),
+        if let Some(Value::Object(props)) = root.get_mut("properties") {
+            props.remove("metadata");
+            props.remove("apiVersion");
+            props.remove("kind");
         }
+        v.check(&Value::Object(body), &root, "");
     }
+    v.errors.iter().map(FieldError::to_cause).collect()
 }
 
 #[derive(Default)]
 struct Validator {
-    causes: Vec<Cause>,
+    errors: Vec<FieldError>,
     patterns: HashMap<String, Option<regex::Regex>>,
 }
 
+/// `path` as kube-openapi names it in messages (`body` for the root).
+fn shown(path: &str) -> &str {
+    if path.is_empty() {
+        "body"
+    } else {
+        path
+    }
+}
+
 impl Validator {
+    fn invalid(&mut self, path: &str, value: BadValue, detail: String) {
+        self.errors.push(FieldError::invalid(path, value, detail));
+    }
+
+    /// kube-openapi's `InvalidType`: `<path> in body must be of type <t>: "<actual>"`, a
+    /// `FieldValueTypeInvalid` whose bad value is the actual type's name.
     fn type_error(&mut self, path: &str, value: &Value, wanted: &str) {
-        let shown = if path.is_empty() { "body" } else { path };
-        self.causes.push(invalid(
+        let actual = type_name(value);
+        self.errors.push(FieldError::new(
+            ErrorType::TypeInvalid,
             path,
-            value,
-            &format!(
-                "{shown} in body must be of type {wanted}: {}",
-                type_name(value)
+            BadValue::Str(actual.into()),
+            format!(
+                "{} in body must be of type {wanted}: {}",
+                shown(path),
+                go_quote(actual)
             ),
         ));
     }
@@ -497,23 +407,25 @@ impl Validator {
         }
         if let Some(Value::Array(allowed)) = schema.get("enum") {
             if !allowed.contains(value) {
-                let listed: Vec<String> = allowed.iter().map(Value::to_string).collect();
-                self.causes.push(Cause {
-                    reason: "FieldValueNotSupported".into(),
-                    message: format!(
-                        "Unsupported value: {}: supported values: {}",
-                        short(value),
-                        listed.join(", ")
-                    ),
-                    field: path.to_string(),
-                });
+                let listed: Vec<String> = allowed
+                    .iter()
+                    .map(|v| match v {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect();
+                self.errors.push(FieldError::not_supported(
+                    path,
+                    BadValue::of(value),
+                    &listed,
+                ));
             }
         }
         match value {
-            Value::String(text) => self.check_string(text, value, schema, path),
+            Value::String(text) => self.check_string(text, schema, path),
             Value::Number(_) => self.check_number(value, schema, path),
-            Value::Array(items) => self.check_array(items, value, schema, path),
-            Value::Object(map) => self.check_object(map, value, schema, path),
+            Value::Array(items) => self.check_array(items, schema, path),
+            Value::Object(map) => self.check_object(map, schema, path),
             _ => {}
         }
         self.check_combinators(value, schema, path);
@@ -525,7 +437,7 @@ impl Validator {
             if value.is_string() || is_integer(value) {
                 return true;
             }
-            self.type_error(path, value, "integer or string");
+            self.type_error(path, value, "integer,string");
             return false;
         }
         let Some(wanted) = schema.get("type").and_then(Value::as_str) else {
@@ -546,24 +458,27 @@ impl Validator {
         ok
     }
 
-    fn check_string(&mut self, text: &str, value: &Value, schema: &Value, path: &str) {
+    fn check_string(&mut self, text: &str, schema: &Value, path: &str) {
+        self.check_format(text, schema, path);
+        // kube-openapi's string validator reports the first of maxLength, minLength, pattern.
         let length = text.chars().count() as u64;
         if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
             if length > max {
-                self.causes.push(Cause {
-                    reason: "FieldValueTooLong".into(),
-                    message: format!("Too long: may not be more than {max} bytes"),
-                    field: path.to_string(),
-                });
+                self.errors.push(FieldError::too_long(path, max as usize));
+                return;
             }
         }
         if let Some(min) = schema.get("minLength").and_then(Value::as_u64) {
             if length < min {
-                self.causes.push(invalid(
+                self.invalid(
                     path,
-                    value,
-                    &format!("{path} in body should be at least {min} chars long"),
-                ));
+                    BadValue::Str(text.into()),
+                    format!(
+                        "{} in body should be at least {min} chars long",
+                        shown(path)
+                    ),
+                );
+                return;
             }
         }
         if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
@@ -573,28 +488,30 @@ impl Validator {
                 .or_insert_with(|| regex::Regex::new(pattern).ok());
             if let Some(re) = compiled {
                 if !re.is_match(text) {
-                    self.causes.push(invalid(
+                    self.invalid(
                         path,
-                        value,
-                        &format!("{path} in body should match '{pattern}'"),
-                    ));
+                        BadValue::Str(text.into()),
+                        format!("{} in body should match '{pattern}'", shown(path)),
+                    );
                 }
             }
         }
+    }
+
+    /// A string `format` of kube-openapi's registry: a `FieldValueTypeInvalid` when the value
+    /// is not of it.
+    fn check_format(&mut self, text: &str, schema: &Value, path: &str) {
         if let Some(format) = schema.get("format").and_then(Value::as_str) {
-            let ok = match format {
-                "date-time" => text.parse::<k8s_openapi::jiff::Timestamp>().is_ok(),
-                "date" => text.parse::<k8s_openapi::jiff::civil::Date>().is_ok(),
-                "byte" => base64::engine::general_purpose::STANDARD
-                    .decode(text)
-                    .is_ok(),
-                _ => true,
-            };
-            if !ok {
-                self.causes.push(invalid(
+            if !valid_format(format, text) {
+                self.errors.push(FieldError::new(
+                    ErrorType::TypeInvalid,
                     path,
-                    value,
-                    &format!("{path} in body must be of type {format}: {value}"),
+                    BadValue::Str(text.into()),
+                    format!(
+                        "{} in body must be of type {format}: {}",
+                        shown(path),
+                        go_quote(text)
+                    ),
                 ));
             }
         }
@@ -602,14 +519,22 @@ impl Validator {
 
     fn check_number(&mut self, value: &Value, schema: &Value, path: &str) {
         let Some(n) = value.as_f64() else { return };
-        if schema.get("format").and_then(Value::as_str) == Some("int32")
-            && (n < f64::from(i32::MIN) || n > f64::from(i32::MAX))
-        {
-            self.causes.push(invalid(
-                path,
-                value,
-                &format!("{path} in body must be of type int32: {value}"),
-            ));
+        if schema.get("type").and_then(Value::as_str) == Some("integer") {
+            let format = schema.get("format").and_then(Value::as_str);
+            let fits = match format {
+                Some("int32") => value.as_i64().is_some_and(|i| i32::try_from(i).is_ok()),
+                _ => value.as_i64().is_some() || n.fract() == 0.0 && n.abs() < 9.2e18,
+            };
+            if !fits {
+                let detail = match format {
+                    Some(f) => format!(
+                        "Checked value must be of type integer with format {f} in {}",
+                        shown(path)
+                    ),
+                    None => format!("Checked value must be of type integer in {}", shown(path)),
+                };
+                self.invalid("<nil>", BadValue::Str(String::new()), detail);
+            }
         }
         let exclusive_max = is_true(schema, "exclusiveMaximum");
         if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
@@ -619,11 +544,11 @@ impl Validator {
                 } else {
                     "less than or equal to"
                 };
-                self.causes.push(invalid(
+                self.invalid(
                     path,
-                    value,
-                    &format!("{path} in body should be {op} {max}"),
-                ));
+                    BadValue::of(value),
+                    format!("{} in body should be {op} {}", shown(path), go_float(max)),
+                );
             }
         }
         let exclusive_min = is_true(schema, "exclusiveMinimum");
@@ -634,32 +559,55 @@ impl Validator {
                 } else {
                     "greater than or equal to"
                 };
-                self.causes.push(invalid(
+                self.invalid(
                     path,
-                    value,
-                    &format!("{path} in body should be {op} {min}"),
-                ));
+                    BadValue::of(value),
+                    format!("{} in body should be {op} {}", shown(path), go_float(min)),
+                );
+            }
+        }
+        if let Some(factor) = schema.get("multipleOf").and_then(Value::as_f64) {
+            if factor != 0.0 && (n / factor).fract() != 0.0 {
+                self.invalid(
+                    path,
+                    BadValue::of(value),
+                    format!(
+                        "{} in body should be a multiple of {}",
+                        shown(path),
+                        go_float(factor)
+                    ),
+                );
             }
         }
     }
 
-    fn check_array(&mut self, items: &[Value], value: &Value, schema: &Value, path: &str) {
+    fn check_array(&mut self, items: &[Value], schema: &Value, path: &str) {
         if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
             if items.len() as u64 > max {
-                self.causes.push(Cause {
-                    reason: "FieldValueTooMany".into(),
-                    message: format!("Too many: {}: must have at most {max} items", items.len()),
-                    field: path.to_string(),
-                });
+                self.errors
+                    .push(FieldError::too_many(path, items.len(), max as usize));
             }
         }
         if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
             if (items.len() as u64) < min {
-                self.causes.push(invalid(
+                self.invalid(
                     path,
-                    value,
-                    &format!("{path} in body should have at least {min} items"),
-                ));
+                    BadValue::Int(items.len() as i64),
+                    format!("{} in body should have at least {min} items", shown(path)),
+                );
+            }
+        }
+        if is_true(schema, "uniqueItems") {
+            let duplicated = items
+                .iter()
+                .enumerate()
+                .any(|(i, a)| items[..i].contains(a));
+            if duplicated {
+                self.invalid(
+                    path,
+                    BadValue::Printed(super::status::go_sharp_v(&Value::Array(items.to_vec()))),
+                    format!("{} in body shouldn't contain duplicates", shown(path)),
+                );
             }
         }
         match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
@@ -672,7 +620,14 @@ impl Validator {
                 for (i, item) in items.iter().enumerate() {
                     let key: Vec<&Value> = keys.iter().map(|k| &item[*k]).collect();
                     if seen.contains(&key) {
-                        self.causes.push(duplicate(&format!("{path}[{i}]"), item));
+                        let shown_key: serde_json::Map<String, Value> = keys
+                            .iter()
+                            .map(|k| (k.to_string(), item[*k].clone()))
+                            .collect();
+                        self.errors.push(FieldError::duplicate(
+                            &format!("{path}[{i}]"),
+                            BadValue::of(&Value::Object(shown_key)),
+                        ));
                     } else {
                         seen.push(key);
                     }
@@ -681,7 +636,10 @@ impl Validator {
             Some("set") => {
                 for (i, item) in items.iter().enumerate() {
                     if items[..i].contains(item) {
-                        self.causes.push(duplicate(&format!("{path}[{i}]"), item));
+                        self.errors.push(FieldError::duplicate(
+                            &format!("{path}[{i}]"),
+                            BadValue::of(item),
+                        ));
                     }
                 }
             }
@@ -694,13 +652,7 @@ impl Validator {
         }
     }
 
-    fn check_object(
-        &mut self,
-        map: &Map<String, Value>,
-        value: &Value,
-        schema: &Value,
-        path: &str,
-    ) {
+    fn check_object(&mut self, map: &Map<String, Value>, schema: &Value, path: &str) {
         if let Some(Value::Array(required)) = schema.get("required") {
             for field in required.iter().filter_map(Value::as_str) {
                 // Presence is what counts: a null that a nullable property keeps is there.
@@ -711,30 +663,27 @@ impl Validator {
                     ))
                     .is_some_and(|p| is_true(p, "nullable"));
                 if map.get(field).is_none_or(|v| v.is_null() && !nullable) {
-                    self.causes.push(Cause {
-                        reason: "FieldValueRequired".into(),
-                        message: "Required value".into(),
-                        field: join(path, field),
-                    });
+                    self.errors
+                        .push(FieldError::required(&join(path, field), ""));
                 }
             }
         }
         if let Some(max) = schema.get("maxProperties").and_then(Value::as_u64) {
             if map.len() as u64 > max {
-                self.causes.push(Cause {
-                    reason: "FieldValueTooMany".into(),
-                    message: format!("Too many: {}: must have at most {max} items", map.len()),
-                    field: path.to_string(),
-                });
+                self.errors
+                    .push(FieldError::too_many(path, map.len(), max as usize));
             }
         }
         if let Some(min) = schema.get("minProperties").and_then(Value::as_u64) {
             if (map.len() as u64) < min {
-                self.causes.push(invalid(
+                self.invalid(
                     path,
-                    value,
-                    &format!("{path} in body should have at least {min} properties"),
-                ));
+                    BadValue::Int(map.len() as i64),
+                    format!(
+                        "{} in body should have at least {min} properties",
+                        shown(path)
+                    ),
+                );
             }
         }
         let properties = schema.get("properties").and_then(Value::as_object);
@@ -762,11 +711,10 @@ impl Validator {
                     .and_then(Value::as_str)
                     .is_none_or(str::is_empty)
                 {
-                    self.causes.push(Cause {
-                        reason: "FieldValueRequired".into(),
-                        message: "Required value: must not be empty".into(),
-                        field: join(path, field),
-                    });
+                    self.errors.push(FieldError::required(
+                        &join(path, field),
+                        "must not be empty",
+                    ));
                 }
             }
         }
@@ -782,53 +730,126 @@ impl Validator {
         let passes = |sub: &Value| {
             let mut probe = Validator::default();
             probe.check(value, sub, path);
-            probe.causes.is_empty()
+            probe.errors.is_empty()
         };
         if let Some(Value::Array(any)) = schema.get("anyOf") {
             if !any.iter().any(passes) {
-                self.causes.push(invalid(
+                self.invalid(
                     path,
-                    value,
-                    &format!(
-                        "{} in body must match at least one schema (anyOf)",
-                        if path.is_empty() { "body" } else { path }
+                    BadValue::Str(String::new()),
+                    format!(
+                        "{} in body must validate at least one schema (anyOf)",
+                        shown(path)
                     ),
-                ));
+                );
             }
         }
         if let Some(Value::Array(one)) = schema.get("oneOf") {
             let matching = one.iter().filter(|s| passes(s)).count();
             if matching != 1 {
-                self.causes.push(invalid(
+                self.invalid(
                     path,
-                    value,
-                    &format!(
-                        "{} in body must match exactly one schema in oneOf",
-                        if path.is_empty() { "body" } else { path }
+                    BadValue::Str(String::new()),
+                    format!(
+                        "{} in body must validate one and only one schema (oneOf)",
+                        shown(path)
                     ),
-                ));
+                );
             }
         }
         if let Some(not) = schema.get("not").filter(|s| s.is_object()) {
             if passes(not) {
-                self.causes.push(invalid(
+                self.invalid(
                     path,
-                    value,
-                    &format!(
-                        "{} in body must not validate the schema (not)",
-                        if path.is_empty() { "body" } else { path }
+                    BadValue::Str(String::new()),
+                    format!(
+                        "{} in body shouldn't validate the schema (not)",
+                        shown(path)
                     ),
-                ));
+                );
             }
         }
     }
 }
 
-fn duplicate(path: &str, item: &Value) -> Cause {
-    Cause {
-        reason: "FieldValueDuplicate".into(),
-        message: format!("Duplicate value: {}", short(item)),
-        field: path.to_string(),
+/// The string formats kube-openapi's default registry knows; others are not checked.
+fn valid_format(format: &str, text: &str) -> bool {
+    use std::str::FromStr;
+    match format {
+        "date-time" | "datetime" => {
+            text.parse::<k8s_openapi::jiff::Timestamp>().is_ok()
+                || k8s_openapi::jiff::civil::DateTime::from_str(text).is_ok()
+        }
+        "date" => text.parse::<k8s_openapi::jiff::civil::Date>().is_ok(),
+        // kube-openapi refuses the empty string as base64 data.
+        "byte" => {
+            !text.is_empty()
+                && base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .is_ok()
+        }
+        "uuid" | "uuid3" | "uuid4" | "uuid5" => {
+            let groups: Vec<&str> = text.split('-').collect();
+            let lengths = [8, 4, 4, 4, 12];
+            let shape = groups.len() == 5
+                && groups
+                    .iter()
+                    .zip(lengths)
+                    .all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()));
+            let version = |v: u8| groups.get(2).is_some_and(|g| g.as_bytes()[0] == v);
+            shape
+                && match format {
+                    "uuid3" => version(b'3'),
+                    "uuid4" => version(b'4'),
+                    "uuid5" => version(b'5'),
+                    _ => true,
+                }
+        }
+        "ipv4" => std::net::Ipv4Addr::from_str(text).is_ok(),
+        "ipv6" => std::net::Ipv6Addr::from_str(text).is_ok(),
+        "cidr" => text.split_once('/').is_some_and(|(ip, bits)| {
+            let bits: Option<u8> = bits.parse().ok();
+            match std::net::IpAddr::from_str(ip) {
+                Ok(std::net::IpAddr::V4(_)) => bits.is_some_and(|b| b <= 32),
+                Ok(std::net::IpAddr::V6(_)) => bits.is_some_and(|b| b <= 128),
+                Err(_) => false,
+            }
+        }),
+        "mac" => {
+            let parts: Vec<&str> = text.split([':', '-']).collect();
+            matches!(parts.len(), 6 | 8 | 20)
+                && parts
+                    .iter()
+                    .all(|p| p.len() == 2 && p.bytes().all(|b| b.is_ascii_hexdigit()))
+        }
+        "hostname" => {
+            text.len() <= 255
+                && !text.is_empty()
+                && text.split('.').all(|label| {
+                    !label.is_empty()
+                        && label.len() <= 63
+                        && label
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                        && !label.starts_with('-')
+                        && !label.ends_with('-')
+                })
+        }
+        "email" => text
+            .split_once('@')
+            .is_some_and(|(user, host)| !user.is_empty() && host.contains('.')),
+        // Go's url.ParseRequestURI: an absolute URI or an absolute path.
+        "uri" => {
+            text.starts_with('/')
+                || text.split_once(':').is_some_and(|(scheme, _)| {
+                    !scheme.is_empty()
+                        && scheme.as_bytes()[0].is_ascii_alphabetic()
+                        && scheme
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+                })
+        }
+        _ => true,
     }
 }
 
@@ -840,7 +861,7 @@ fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_f64() => "number",
+        Value::Number(n) if n.is_f64() && n.as_f64().is_some_and(|f| f.fract() != 0.0) => "number",
         Value::Number(_) => "integer",
         Value::String(_) => "string",
         Value::Array(_) => "array",

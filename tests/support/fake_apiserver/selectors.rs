@@ -1,8 +1,9 @@
 //! Label and field selectors for LIST and WATCH, parsed from query strings.
 //!
 //! Owns the selector grammar (a practical subset of Kubernetes': `k=v`, `k==v`, `k!=v`, `k`,
-//! `!k`, `k in (a,b)`, `k notin (a,b)` for labels; `metadata.name` and `metadata.namespace`
-//! with `=`, `==`, `!=` for fields) and matching objects against it. Pure: no I/O, no store.
+//! `!k`, `k in (a,b)`, `k notin (a,b)` for labels; for fields `=`, `==`, `!=` on the labels the
+//! resource supports, others a 400 `field label not supported`) and matching objects against
+//! it. Pure: no I/O, no store.
 
 use serde_json::Value;
 
@@ -133,19 +134,25 @@ fn equality(key: &str, value: &str) -> Option<(String, String)> {
     (valid_key(key) && valid_value(value)).then(|| (key.to_string(), value.to_string()))
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Field {
-    Name,
-    Namespace,
+/// One `fieldSelector` requirement: a field path, `=`/`==` or `!=`, a value, and the value an
+/// object without the field has.
+#[derive(Clone, Debug, PartialEq)]
+struct FieldRequirement {
+    path: String,
+    equal: bool,
+    value: String,
+    unset: String,
 }
 
-/// A parsed `fieldSelector` (`metadata.name` and `metadata.namespace` only, like the
-/// generic registry of a CRD).
+/// A parsed `fieldSelector`, limited to the labels the resource supports (`metadata.name`,
+/// `metadata.namespace` for namespaced kinds, and a built-in kind's own fields).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct FieldSelector(Vec<(Field, bool, String)>);
+pub struct FieldSelector(Vec<FieldRequirement>);
 
 impl FieldSelector {
-    pub fn parse(text: &str) -> Result<Self, ApiError> {
+    /// Parses `text`; a label not among `labels` (label, value when unset) is a 400
+    /// `field label not supported`.
+    pub fn parse(text: &str, labels: &[(&str, &str)]) -> Result<Self, ApiError> {
         let mut requirements = Vec::new();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (field, equal, value) = if let Some((f, v)) = part.split_once("!=") {
@@ -159,28 +166,35 @@ impl FieldSelector {
                     "invalid selector: '{text}'; can't understand '{part}'"
                 )));
             };
-            let field = match field.trim() {
-                "metadata.name" => Field::Name,
-                "metadata.namespace" => Field::Namespace,
-                other => {
-                    return Err(ApiError::bad_request(format!(
-                        "field label not supported: {other}"
-                    )))
-                }
+            let field = field.trim();
+            let Some((_, unset)) = labels.iter().find(|(label, _)| *label == field) else {
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {field}"
+                )));
             };
-            requirements.push((field, equal, value.trim().to_string()));
+            requirements.push(FieldRequirement {
+                path: field.to_string(),
+                equal,
+                value: value.trim().to_string(),
+                unset: unset.to_string(),
+            });
         }
         Ok(FieldSelector(requirements))
     }
 
     pub fn matches(&self, object: &Value) -> bool {
-        self.0.iter().all(|(field, equal, value)| {
-            let actual = match field {
-                Field::Name => object["metadata"]["name"].as_str(),
-                Field::Namespace => object["metadata"]["namespace"].as_str(),
-            }
-            .unwrap_or_default();
-            (actual == value) == *equal
+        self.0.iter().all(|req| {
+            let found = req
+                .path
+                .split('.')
+                .try_fold(object, |v, segment| v.get(segment));
+            let actual = match found {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Bool(b)) => b.to_string(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => req.unset.clone(),
+            };
+            (actual == req.value) == req.equal
         })
     }
 }

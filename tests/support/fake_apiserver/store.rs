@@ -4,8 +4,12 @@
 //! Owns the semantics of each verb on stored objects (get, list with selectors and pagination,
 //! create, replace, patch, delete, status subresource rules, preconditions, generation,
 //! finalizers) and the publication of every change to watchers. All callers (HTTP handlers and
-//! the test handle) go through these methods, so watches see test-made changes too. Knows
-//! nothing about HTTP framing; schema checks live in `schema.rs`, field ownership in `apply.rs`.
+//! the test handle) go through these methods, so watches see test-made changes too. Each write
+//! runs kube-apiserver's stages in its order (decode, namespace of the body, field management,
+//! admission, `PrepareForCreate`/`BeforeUpdate`, validation, resourceVersion rules, storage),
+//! so that a request with several faults fails on the one Kubernetes reports. Knows nothing
+//! about HTTP framing; schema checks live in `schema.rs`, ObjectMeta rules in `meta.rs`,
+//! built-in kinds in `builtin.rs`, field ownership in `apply.rs`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -15,10 +19,12 @@ use serde_json::{json, Map, Value};
 use tokio::sync::broadcast;
 
 use super::apply;
+use super::builtin::{self, Encoding};
+use super::meta::{self, NameRule};
 use super::registry::{ResourceDef, ResourceId};
 use super::schema;
 use super::selectors::Selectors;
-use super::status::{ApiError, Cause};
+use super::status::{causes_of, go_quote, ApiError, BadValue, Cause, FieldError};
 
 /// What happened to an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +79,9 @@ pub struct WriteParams {
     pub field_validation: FieldValidation,
     /// The request's User-Agent (for the default field manager).
     pub user_agent: Option<String>,
+    /// The 403 to answer if the write turns out to create the object (an update or apply the
+    /// writer may not create with), after validation as kube-apiserver's `createValidation`.
+    pub create_forbidden: Option<ApiError>,
 }
 
 impl WriteParams {
@@ -126,6 +135,9 @@ pub struct WriteOutcome {
 pub struct Preconditions {
     pub uid: Option<String>,
     pub resource_version: Option<String>,
+    /// The finalizer a delete's propagation adds (`foregroundDeletion` for `Foreground`,
+    /// `orphan` for `Orphan`): with no garbage collector running it stays, and so does the object.
+    pub propagation_finalizer: Option<String>,
 }
 
 /// Parameters of a LIST.
@@ -153,10 +165,12 @@ pub struct Store {
     events: broadcast::Sender<Arc<Change>>,
     uid_seed: u64,
     uid_counter: u64,
+    /// The Namespace resource, when served: namespaced creates need their namespace.
+    namespaces: Option<ResourceId>,
 }
 
 impl Store {
-    pub fn new(resources: usize, history_limit: usize) -> Self {
+    pub fn new(resources: usize, history_limit: usize, namespaces: Option<ResourceId>) -> Self {
         let (events, _) = broadcast::channel(4096);
         let uid_seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -173,6 +187,7 @@ impl Store {
             events,
             uid_seed,
             uid_counter: 0,
+            namespaces,
         }
     }
 
@@ -310,8 +325,11 @@ impl Store {
         }
     }
 
-    /// POST: creates an object. Status is dropped for resources with a status subresource
-    /// (except Nodes, as in Kubernetes).
+    /// POST: creates an object, in kube-apiserver's order: decode (unknown fields, defaults),
+    /// system fields wiped, namespace of the body against the URL (400), field management,
+    /// mutating admission (the namespace must exist and not be terminating; built-in
+    /// admission), then the store's create: system fields, generated name, `PrepareForCreate`,
+    /// validation (422), resourceVersion must be unset (500), the name free (409).
     pub fn create(
         &mut self,
         def: &ResourceDef,
@@ -320,59 +338,172 @@ impl Store {
         body: Value,
         params: &WriteParams,
     ) -> Result<WriteOutcome, ApiError> {
-        let mut object = check_body(def, body)?;
-        let name = match object["metadata"]["name"]
+        let (mut object, warnings) = decode(def, body, params)?;
+        wipe_system_fields(&mut object);
+        ensure_namespace_matches(def, namespace, &mut object)?;
+        let object = manage_update(def, None, object, &params.manager(), Scope::Main);
+        let name = object["metadata"]["name"]
             .as_str()
-            .filter(|n| !n.is_empty())
-        {
-            Some(name) => name.to_string(),
-            None => match object["metadata"]["generateName"]
-                .as_str()
-                .filter(|n| !n.is_empty())
-            {
-                Some(prefix) => {
-                    let suffix = self.next_uid().replace('-', "");
-                    format!("{prefix}{}", &suffix[..5])
-                }
-                None => {
-                    return Err(ApiError::invalid(
-                        def,
-                        "",
-                        &[Cause {
-                            reason: "FieldValueRequired".into(),
-                            message: "Required value: name or generateName is required".into(),
-                            field: "metadata.name".into(),
-                        }],
-                    ))
-                }
-            },
-        };
-        object["metadata"]["name"] = json!(name);
+            .unwrap_or_default()
+            .to_string();
         let target = Target {
             id,
             namespace: namespace.map(str::to_string),
             name,
         };
-        set_namespace(def, &target, &mut object)?;
-        // Nodes keep their status on create (the kubelet registers a Node with its addresses;
-        // Kubernetes' node strategy does not clear status in PrepareForCreate).
-        if def.status_subresource && !keeps_status_on_create(def) {
-            remove_field(&mut object, "status");
-        }
-        if self.get(id, namespace, &target.name).is_some() {
-            return Err(ApiError::already_exists(def, &target.name));
-        }
-        self.write(
-            def,
-            &target,
-            None,
-            object,
-            params,
-            WriteKind::Update(Scope::Main),
-        )
+        self.create_stages(def, &target, object, params, warnings)
     }
 
-    /// PUT on the main resource or `/status`.
+    /// The part of a create after field management (also an apply or update that creates).
+    fn create_stages(
+        &mut self,
+        def: &ResourceDef,
+        target: &Target,
+        mut object: Value,
+        params: &WriteParams,
+        mut warnings: Vec<String>,
+    ) -> Result<WriteOutcome, ApiError> {
+        self.admit_create(def, target.namespace.as_deref(), &mut object)?;
+        // FillObjectMetaSystemFields and the generated name.
+        {
+            let uid = self.next_uid();
+            let meta = ensure_object(&mut object, "metadata");
+            meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
+            meta.insert("uid".into(), json!(uid));
+        }
+        let generate_name = object["metadata"]["generateName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if object["metadata"]["name"].as_str().unwrap_or("").is_empty() && !generate_name.is_empty()
+        {
+            let name = self.generated_name(&generate_name);
+            object["metadata"]["name"] = json!(name);
+        }
+        prepare_create(def, &mut object);
+        normalize_metadata(def, &mut object);
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let (causes, ratcheted) = validate_create(def, &object)?;
+        if !causes.is_empty() {
+            return Err(ApiError::invalid_in(
+                def.error_group(),
+                &def.kind,
+                &name,
+                &causes,
+            ));
+        }
+        warnings.extend(ratcheted);
+        let generic =
+            meta::validate_create(&object["metadata"], def.namespaced, NameRule::PathSegment);
+        if !generic.is_empty() {
+            return Err(ApiError::invalid_in(
+                def.error_group(),
+                &def.kind,
+                &name,
+                &causes_of(&generic),
+            ));
+        }
+        if let Some(forbidden) = &params.create_forbidden {
+            return Err(forbidden.clone());
+        }
+        if def.is_custom() {
+            warnings.extend(finalizer_warnings(&object, None));
+        }
+        let target = Target {
+            name: name.clone(),
+            ..target.clone()
+        };
+        if !params.dry_run {
+            let rv = object["metadata"]["resourceVersion"].as_str().unwrap_or("");
+            if rv.parse::<u64>().is_ok_and(|v| v != 0) {
+                return Err(ApiError::plain(
+                    "resourceVersion should not be set on objects to be created",
+                ));
+            }
+        }
+        ensure_object(&mut object, "metadata").remove("resourceVersion");
+        if let Some(existing) = self.get(target.id, target.namespace.as_deref(), &name) {
+            let mut err = ApiError::already_exists(def, &name);
+            if existing["metadata"].get("deletionTimestamp").is_some() {
+                err.message = format!("object is being deleted: {}", err.message);
+            }
+            return Err(err);
+        }
+        if params.dry_run {
+            return Ok(WriteOutcome {
+                object,
+                created: true,
+                warnings,
+            });
+        }
+        let object = self.commit(&target, None, Some(object));
+        Ok(WriteOutcome {
+            object,
+            created: true,
+            warnings,
+        })
+    }
+
+    /// Mutating admission of a create: NamespaceLifecycle (the namespace must exist and not be
+    /// terminating) and the built-in kind's own (TaintNodesByCondition).
+    fn admit_create(
+        &self,
+        def: &ResourceDef,
+        namespace: Option<&str>,
+        object: &mut Value,
+    ) -> Result<(), ApiError> {
+        if let (true, Some(ns), Some(namespaces)) = (def.namespaced, namespace, self.namespaces) {
+            match self.get(namespaces, None, ns) {
+                None => return Err(ApiError::not_found_in("", "namespaces", ns)),
+                Some(found) if found["metadata"].get("deletionTimestamp").is_some() => {
+                    let mut err = ApiError::forbidden(
+                        &def.group,
+                        &def.plural,
+                        object["metadata"]["name"].as_str().unwrap_or_default(),
+                        &format!(
+                            "unable to create new content in namespace {ns} because it is being terminated"
+                        ),
+                    );
+                    err.details["causes"] = json!([{
+                        "reason": "NamespaceTerminating",
+                        "message": format!("namespace {ns} is being terminated"),
+                        "field": "metadata.namespace",
+                    }]);
+                    return Err(err);
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(kind) = def.builtin {
+            kind.admit_create(object);
+            *object = builtin::encode(kind, object, Encoding::Json);
+        }
+        Ok(())
+    }
+
+    /// `SimpleNameGenerator`: the prefix (cut to 58 bytes) and five random characters.
+    fn generated_name(&mut self, prefix: &str) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        let mut cut = prefix.len().min(58);
+        while !prefix.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        self.uid_counter += 1;
+        let mut bits = splitmix64(self.uid_seed ^ self.uid_counter.rotate_left(17));
+        let mut name = prefix[..cut].to_string();
+        for _ in 0..5 {
+            name.push(ALPHABET[(bits % ALPHABET.len() as u64) as usize] as char);
+            bits /= ALPHABET.len() as u64;
+        }
+        name
+    }
+
+    /// PUT on the main resource or `/status`: decode, the body's name and namespace against the
+    /// URL (400), the stored object (404, or a create where the kind allows it), a uid in the
+    /// body as a precondition (409), then [`Store::update_stages`].
     pub fn replace(
         &mut self,
         def: &ResourceDef,
@@ -381,47 +512,198 @@ impl Store {
         scope: Scope,
         params: &WriteParams,
     ) -> Result<WriteOutcome, ApiError> {
-        let body = check_body(def, body)?;
-        match body["metadata"]["name"].as_str() {
-            Some(name) if name == target.name => {}
-            Some(name) if !name.is_empty() => {
-                return Err(ApiError::bad_request(format!(
-                    "the name of the object ({name}) does not match the name on the URL ({})",
-                    target.name
-                )))
-            }
-            _ => {}
-        }
-        let old = self
+        let (object, warnings) = decode(def, body, params)?;
+        check_name(target, &object)?;
+        let Some(old) = self
             .get(target.id, target.namespace.as_deref(), &target.name)
             .cloned()
-            .ok_or_else(|| ApiError::not_found(def, &target.name))?;
-        check_preconditions(
-            def,
-            &target.name,
-            &old,
-            &Preconditions {
-                uid: body["metadata"]["uid"].as_str().map(str::to_string),
-                resource_version: body["metadata"]["resourceVersion"]
-                    .as_str()
-                    .map(str::to_string),
-            },
-        )?;
-        let new = scoped_replacement(def, &old, body, scope);
-        let mut new = new;
-        set_namespace(def, target, &mut new)?;
-        self.write(
-            def,
-            target,
-            Some(old),
-            new,
-            params,
-            WriteKind::Update(scope),
-        )
+        else {
+            let creates = def.builtin.is_some_and(|k| k.create_on_update);
+            if creates && scope == Scope::Main {
+                let mut object = object;
+                wipe_system_fields(&mut object);
+                ensure_namespace_matches(def, target.namespace.as_deref(), &mut object)?;
+                let object = manage_update(def, None, object, &params.manager(), Scope::Main);
+                return self.create_stages(def, target, object, params, warnings);
+            }
+            return Err(ApiError::not_found(def, &target.name));
+        };
+        if let Some(uid) = object["metadata"]["uid"].as_str().filter(|u| !u.is_empty()) {
+            check_preconditions(
+                def,
+                &target.name,
+                &old,
+                &Preconditions {
+                    uid: Some(uid.to_string()),
+                    ..Preconditions::default()
+                },
+            )?;
+        }
+        let new = manage_update(def, Some(&old), object, &params.manager(), scope);
+        self.update_stages(def, target, old, new, scope, params, warnings)
     }
 
-    /// PATCH with a JSON merge patch, JSON patch, or (for built-in kinds) strategic merge
-    /// patch treated as a merge patch; server-side apply goes to [`Store::apply`].
+    /// The store's update after field management: the resourceVersion (unset: 422 for kinds
+    /// that refuse unconditional updates, else the current one; stale: 409), `BeforeUpdate`
+    /// (namespace, generation, `PrepareForUpdate` with the status subresource rules, identity
+    /// fields kept), validation (422), no-op detection, dry-run, finishing a deletion whose
+    /// finalizers are gone, commit.
+    #[allow(clippy::too_many_arguments)]
+    fn update_stages(
+        &mut self,
+        def: &ResourceDef,
+        target: &Target,
+        old: Value,
+        mut new: Value,
+        scope: Scope,
+        params: &WriteParams,
+        mut warnings: Vec<String>,
+    ) -> Result<WriteOutcome, ApiError> {
+        let current = old["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let sent = new["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        match parse_resource_version(&sent) {
+            Err(message) => {
+                return Err(ApiError::invalid_in(
+                    &def.group,
+                    &def.plural,
+                    &target.name,
+                    &[
+                        FieldError::invalid(
+                            "resourceVersion",
+                            BadValue::Str(sent.clone()),
+                            message,
+                        )
+                        .to_cause(),
+                    ],
+                ))
+            }
+            Ok(0) if def.builtin.is_some_and(|k| k.unconditional_update) || !def.is_custom() => {
+                new["metadata"]["resourceVersion"] = json!(current);
+            }
+            Ok(0) => {
+                return Err(ApiError::invalid_in(
+                    &def.group,
+                    &def.plural,
+                    &target.name,
+                    &[FieldError::invalid(
+                        "metadata.resourceVersion",
+                        BadValue::Int(0),
+                        "must be specified for an update",
+                    )
+                    .to_cause()],
+                ))
+            }
+            Ok(_) if sent != current => return Err(ApiError::stale(def, &target.name)),
+            Ok(_) => {}
+        }
+        // BeforeUpdate.
+        {
+            let request_ns = target.namespace.clone().unwrap_or_default();
+            let meta = ensure_object(&mut new, "metadata");
+            if def.namespaced {
+                let ns = meta.get("namespace").and_then(Value::as_str).unwrap_or("");
+                if !ns.is_empty() && ns != request_ns {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+                meta.insert("namespace".into(), json!(request_ns));
+            } else {
+                meta.remove("namespace");
+            }
+            match old["metadata"].get("generation") {
+                Some(g) => meta.insert("generation".into(), g.clone()),
+                None => meta.remove("generation"),
+            };
+        }
+        let mut new = scoped_replacement(def, &old, new, scope);
+        if def.is_custom() && scope == Scope::Main && spec_changed(def, &old, &new) {
+            let generation = old["metadata"]["generation"].as_i64().unwrap_or(0);
+            new["metadata"]["generation"] = json!(generation + 1);
+        }
+        {
+            let meta = ensure_object(&mut new, "metadata");
+            if meta
+                .get("uid")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .is_empty()
+            {
+                meta.insert("uid".into(), old["metadata"]["uid"].clone());
+            }
+            for field in ["creationTimestamp", "deletionTimestamp"] {
+                if let Some(v) = old["metadata"].get(field) {
+                    meta.insert(field.into(), v.clone());
+                }
+            }
+            if let Some(v) = old["metadata"].get("deletionGracePeriodSeconds") {
+                if meta
+                    .get("deletionGracePeriodSeconds")
+                    .is_none_or(Value::is_null)
+                {
+                    meta.insert("deletionGracePeriodSeconds".into(), v.clone());
+                }
+            }
+        }
+        if let Some(kind) = def.builtin {
+            new = builtin::encode(kind, &new, Encoding::Json);
+        }
+        normalize_metadata(def, &mut new);
+        let (causes, ratcheted) = validate_update(def, &old, &new)?;
+        if !causes.is_empty() {
+            return Err(ApiError::invalid_in(
+                def.error_group(),
+                &def.kind,
+                &target.name,
+                &causes,
+            ));
+        }
+        warnings.extend(ratcheted);
+        if def.is_custom() {
+            warnings.extend(finalizer_warnings(&new, Some(&old)));
+        }
+        if same_content(&old, &new) {
+            return Ok(WriteOutcome {
+                object: old,
+                created: false,
+                warnings,
+            });
+        }
+        ensure_object(&mut new, "metadata").remove("resourceVersion");
+        if params.dry_run {
+            new["metadata"]["resourceVersion"] = json!(current);
+            return Ok(WriteOutcome {
+                object: new,
+                created: false,
+                warnings,
+            });
+        }
+        let finished = new["metadata"].get("deletionTimestamp").is_some()
+            && new["metadata"]["finalizers"]
+                .as_array()
+                .is_none_or(|f| f.is_empty())
+            && !is_namespace(def);
+        let object = if finished {
+            self.remove(target, old, new)
+        } else {
+            self.commit(target, Some(old), Some(new))
+        };
+        Ok(WriteOutcome {
+            object,
+            created: false,
+            warnings,
+        })
+    }
+
+    /// PATCH with a JSON merge patch, a JSON patch, or (built-in kinds) a strategic merge patch,
+    /// applied to the stored object as JSON; the result is decoded, its name checked against the
+    /// URL (400), and updated as a PUT would be.
     pub fn patch(
         &mut self,
         def: &ResourceDef,
@@ -437,69 +719,43 @@ impl Store {
             .ok_or_else(|| ApiError::not_found(def, &target.name))?;
         let mut patched = old.clone();
         match patch_type {
-            PatchType::Merge => {
-                let patch: Value = parse_json(body)?;
+            PatchType::Merge | PatchType::Strategic => {
+                let patch: Value = serde_json::from_slice(body)
+                    .map_err(|_| ApiError::bad_request("Invalid JSON Patch"))?;
                 if !patch.is_object() {
-                    return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+                    return Err(ApiError::bad_request("Invalid JSON Patch"));
                 }
-                json_patch::merge(&mut patched, &patch);
+                if patch_type == PatchType::Merge {
+                    json_patch::merge(&mut patched, &patch);
+                } else {
+                    let shape = def.builtin.map(|k| k.shape());
+                    strategic_merge(&mut patched, &patch, shape);
+                }
             }
             PatchType::Json => {
-                let patch: json_patch::Patch = serde_json::from_slice(body)
-                    .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-                json_patch::patch(&mut patched, &patch).map_err(|e| {
-                    ApiError::new(
-                        422,
-                        "Invalid",
-                        format!(
-                            "the server rejected our request due to an error in our request: {e}"
-                        ),
-                    )
-                })?;
+                // jsonpatch.DecodePatch only needs a list of objects (else 400); an operation
+                // it cannot apply (unknown op, missing path, failed test) is a 422.
+                let operations: Vec<Map<String, Value>> =
+                    serde_json::from_slice(body).map_err(|e| {
+                        ApiError::bad_request(format!(
+                            "json: cannot unmarshal into Go value of type jsonpatch.Patch: {e}"
+                        ))
+                    })?;
+                let patch: json_patch::Patch = serde_json::from_value(Value::Array(
+                    operations.into_iter().map(Value::Object).collect(),
+                ))
+                .map_err(|_| ApiError::generic(422))?;
+                json_patch::patch(&mut patched, &patch).map_err(|_| ApiError::generic(422))?;
             }
         }
-        // A resourceVersion the patch sets (or keeps) is a precondition, as in Kubernetes.
-        let wanted_rv = patched["metadata"]["resourceVersion"]
-            .as_str()
-            .map(str::to_string);
-        if wanted_rv.as_deref() != old["metadata"]["resourceVersion"].as_str() {
-            check_preconditions(
-                def,
-                &target.name,
-                &old,
-                &Preconditions {
-                    uid: None,
-                    resource_version: wanted_rv,
-                },
-            )?;
-        }
-        let mut body = check_body(def, patched)?;
-        if body["metadata"]["name"].as_str() != Some(target.name.as_str()) {
-            return Err(ApiError::bad_request(
-                "a patch may not change metadata.name",
-            ));
-        }
-        let uid_changed = body["metadata"]["uid"] != old["metadata"]["uid"];
-        if uid_changed {
-            return Err(ApiError::conflict(
-                def,
-                &target.name,
-                "a patch may not change metadata.uid",
-            ));
-        }
-        set_namespace(def, target, &mut body)?;
-        let new = scoped_replacement(def, &old, body, scope);
-        self.write(
-            def,
-            target,
-            Some(old),
-            new,
-            params,
-            WriteKind::Update(scope),
-        )
+        let (object, warnings) = decode(def, patched, params)?;
+        check_name(target, &object)?;
+        let new = manage_update(def, Some(&old), object, &params.manager(), scope);
+        self.update_stages(def, target, old, new, scope, params, warnings)
     }
 
-    /// PATCH with `application/apply-patch+yaml`: server-side apply.
+    /// PATCH with `application/apply-patch+yaml`: server-side apply; creates a missing object
+    /// (201), else updates it. Conflicts with other managers are a 409 unless forced.
     pub fn apply(
         &mut self,
         def: &ResourceDef,
@@ -513,21 +769,26 @@ impl Store {
             .clone()
             .filter(|m| !m.is_empty())
             .ok_or_else(|| {
-                ApiError::new(
-                    422,
-                    "Invalid",
-                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                ApiError::invalid_in(
+                    "meta.k8s.io",
+                    "PatchOptions",
+                    "",
+                    &[
+                        FieldError::required("fieldManager", "is required for apply patch")
+                            .to_cause(),
+                    ],
                 )
             })?;
         let config: Value = serde_yaml::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
-        let mut config = check_body(def, config)?;
+        let config = check_body(def, config)?;
         if config["metadata"]
             .get("managedFields")
             .is_some_and(|m| !m.is_null())
         {
             return Err(ApiError::bad_request("metadata.managedFields must be nil"));
         }
+        let (mut config, warnings) = decode_sparse(def, config, params)?;
         match config["metadata"]["name"].as_str() {
             Some(name) if name == target.name => {}
             Some(name) => {
@@ -538,7 +799,7 @@ impl Store {
             }
             None => config["metadata"]["name"] = json!(target.name),
         }
-        set_namespace(def, target, &mut config)?;
+        ensure_namespace_matches(def, target.namespace.as_deref(), &mut config)?;
         let old = self
             .get(target.id, target.namespace.as_deref(), &target.name)
             .cloned();
@@ -546,33 +807,40 @@ impl Store {
             return Err(ApiError::not_found(def, &target.name));
         }
         if let Some(old) = &old {
-            let wanted_rv = config["metadata"]["resourceVersion"]
-                .as_str()
-                .map(str::to_string);
             check_preconditions(
                 def,
                 &target.name,
                 old,
                 &Preconditions {
                     uid: config["metadata"]["uid"].as_str().map(str::to_string),
-                    resource_version: wanted_rv,
+                    resource_version: config["metadata"]["resourceVersion"]
+                        .as_str()
+                        .map(str::to_string),
+                    ..Preconditions::default()
                 },
             )?;
         }
-        let mut warnings = Vec::new();
-        let unknown = schema::prune_object(def, &mut config);
-        reject_or_warn_unknown(params, &unknown, &mut warnings)?;
+        let live = old.as_ref().map(|o| fm_view(def, o));
         let merged =
-            apply::server_side_apply(def, old.as_ref(), &config, &manager, params.force, scope)
-                .map_err(|conflicts| apply::conflict_error(def, &target.name, &conflicts))?;
-        let mut outcome =
-            self.write(def, target, old, merged, params, WriteKind::Applied(scope))?;
-        outcome.warnings.splice(0..0, warnings);
-        Ok(outcome)
+            apply::server_side_apply(def, live.as_ref(), &config, &manager, params.force, scope)
+                .map_err(|conflicts| apply::conflict_error(&conflicts))?;
+        let mut merged = with_defaults(def, merged);
+        match old {
+            None => {
+                wipe_system_fields(&mut merged);
+                self.create_stages(def, target, merged, params, warnings)
+            }
+            Some(old) => {
+                merged["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+                self.update_stages(def, target, old, merged, scope, params, warnings)
+            }
+        }
     }
 
-    /// DELETE: removes the object, or marks it with `deletionTimestamp` while finalizers
-    /// remain. Returns the object's last state.
+    /// DELETE: `BeforeDelete`'s preconditions (409), then removal, or a `deletionTimestamp`
+    /// while finalizers remain (Namespaces: phase `Terminating` until their `spec.finalizers`
+    /// are done, which needs a controller this server does not run). Answers the object while
+    /// it stays, else a `Success` Status (or the last object for kinds that return it).
     pub fn delete(
         &mut self,
         def: &ResourceDef,
@@ -584,20 +852,71 @@ impl Store {
             .get(target.id, target.namespace.as_deref(), &target.name)
             .cloned()
             .ok_or_else(|| ApiError::not_found(def, &target.name))?;
-        check_preconditions(def, &target.name, &old, preconditions)?;
-        let has_finalizers = old["metadata"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| !f.is_empty());
-        if dry_run {
-            return Ok(old);
+        if let Some(uid) = preconditions.uid.as_deref() {
+            let actual = old["metadata"]["uid"].as_str().unwrap_or_default();
+            if uid != actual {
+                return Err(ApiError::conflict_in(
+                    &def.group,
+                    &def.kind,
+                    &target.name,
+                    &format!("the UID in the precondition ({uid}) does not match the UID in record ({actual}). The object might have been deleted and then recreated"),
+                ));
+            }
         }
-        if has_finalizers {
-            if old["metadata"].get("deletionTimestamp").is_some() {
+        if let Some(rv) = preconditions.resource_version.as_deref() {
+            let actual = old["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default();
+            if rv != actual {
+                return Err(ApiError::conflict_in(
+                    &def.group,
+                    &def.kind,
+                    &target.name,
+                    &format!("the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({actual}). The object might have been modified"),
+                ));
+            }
+        }
+        let mut finalizers: Vec<Value> = old["metadata"]["finalizers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if let Some(added) = preconditions.propagation_finalizer.as_deref() {
+            if old["metadata"].get("deletionTimestamp").is_none()
+                && !finalizers.iter().any(|f| f == added)
+            {
+                finalizers.push(json!(added));
+            }
+        }
+        let has_finalizers = !finalizers.is_empty();
+        if is_namespace(def) {
+            if matches!(
+                target.name.as_str(),
+                "default" | "kube-system" | "kube-public"
+            ) {
+                return Err(ApiError::forbidden(
+                    "",
+                    "namespaces",
+                    &target.name,
+                    "this namespace may not be deleted",
+                ));
+            }
+            if old["metadata"].get("deletionTimestamp").is_some() || dry_run {
                 return Ok(old);
             }
             let mut marked = old.clone();
             marked["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
             marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            marked["status"]["phase"] = json!("Terminating");
+            return Ok(self.commit(target, Some(old), Some(marked)));
+        }
+        if has_finalizers {
+            if old["metadata"].get("deletionTimestamp").is_some() || dry_run {
+                return Ok(old);
+            }
+            let mut marked = old.clone();
+            marked["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
+            marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            marked["metadata"]["finalizers"] = Value::Array(finalizers);
             // markAsDeleting: an object with a generation gets a new one when it starts
             // being deleted.
             if let Some(generation) = old["metadata"]["generation"].as_i64().filter(|g| *g > 0) {
@@ -605,7 +924,29 @@ impl Store {
             }
             return Ok(self.commit(target, Some(old), Some(marked)));
         }
-        Ok(self.commit(target, Some(old), None))
+        let last = if dry_run {
+            old.clone()
+        } else {
+            self.commit(target, Some(old.clone()), None)
+        };
+        if def.builtin.is_some_and(|k| k.returns_deleted_object) {
+            return Ok(last);
+        }
+        let mut details = json!({
+            "name": target.name,
+            "kind": def.plural,
+            "uid": old["metadata"]["uid"],
+        });
+        if !def.group.is_empty() {
+            details["group"] = json!(def.group);
+        }
+        Ok(json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": details,
+        }))
     }
 
     /// DELETE on a collection: deletes every matching object.
@@ -630,141 +971,47 @@ impl Store {
                 namespace: (!ns.is_empty()).then_some(ns),
                 name,
             };
-            deleted.push(self.delete(def, &target, &Preconditions::default(), dry_run)?);
+            let before = self
+                .get(id, target.namespace.as_deref(), &target.name)
+                .cloned();
+            self.delete(def, &target, &Preconditions::default(), dry_run)?;
+            deleted.extend(before);
         }
         Ok(list_json(def, self.revision, deleted, None))
-    }
-
-    /// The shared tail of every write: schema pruning and validation, server-owned metadata,
-    /// managedFields, generation, no-op detection, finalizer completion, commit.
-    fn write(
-        &mut self,
-        def: &ResourceDef,
-        target: &Target,
-        old: Option<Value>,
-        mut new: Value,
-        params: &WriteParams,
-        kind: WriteKind,
-    ) -> Result<WriteOutcome, ApiError> {
-        let mut warnings = Vec::new();
-        let unknown = schema::prune_object(def, &mut new);
-        reject_or_warn_unknown(params, &unknown, &mut warnings)?;
-        schema::apply_defaults(def, &mut new);
-
-        // managedFields an apply computed are kept; for other writes see
-        // `apply::base_entries_from_request` (Kubernetes' decodeLiveOrNew).
-        let managed = match kind {
-            WriteKind::Applied(_) => new["metadata"].get("managedFields").cloned(),
-            WriteKind::Update(scope) => {
-                Some(apply::base_entries_from_request(&new, old.as_ref(), scope))
-            }
-        };
-        // Server-owned metadata comes from the stored object, never from the request.
-        let meta = ensure_object(&mut new, "metadata");
-        for field in [
-            "creationTimestamp",
-            "uid",
-            "resourceVersion",
-            "generation",
-            "managedFields",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "selfLink",
-        ] {
-            meta.remove(field);
-        }
-        match &old {
-            Some(old) => {
-                for field in [
-                    "creationTimestamp",
-                    "uid",
-                    "generation",
-                    "deletionTimestamp",
-                    "deletionGracePeriodSeconds",
-                    "generateName",
-                ] {
-                    if let Some(v) = old["metadata"].get(field) {
-                        meta.insert(field.into(), v.clone());
-                    }
-                }
-            }
-            None => {
-                meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
-                let uid = self.next_uid();
-                ensure_object(&mut new, "metadata").insert("uid".into(), json!(uid));
-            }
-        }
-        if def.is_custom() {
-            let generation = match &old {
-                None => 1,
-                Some(old) => {
-                    let previous = old["metadata"]["generation"].as_i64().unwrap_or(1);
-                    if spec_changed(def, old, &new) {
-                        previous + 1
-                    } else {
-                        previous
-                    }
-                }
-            };
-            ensure_object(&mut new, "metadata").insert("generation".into(), json!(generation));
-        }
-        if let Some(managed) = managed.filter(|m| !m.is_null()) {
-            ensure_object(&mut new, "metadata").insert("managedFields".into(), managed);
-        }
-        if let WriteKind::Update(scope) = kind {
-            apply::record_update(def, old.as_ref(), &mut new, &params.manager(), scope)
-        }
-
-        schema::validate_write(def, old.as_ref(), &new)?;
-
-        if let Some(old) = &old {
-            if same_content(old, &new) {
-                return Ok(WriteOutcome {
-                    object: old.clone(),
-                    created: false,
-                    warnings,
-                });
-            }
-        }
-        let created = old.is_none();
-        if params.dry_run {
-            return Ok(WriteOutcome {
-                object: new,
-                created,
-                warnings,
-            });
-        }
-        let finished = new["metadata"].get("deletionTimestamp").is_some()
-            && new["metadata"]["finalizers"]
-                .as_array()
-                .is_none_or(|f| f.is_empty());
-        let object = if finished {
-            self.commit(target, old, None)
-        } else {
-            self.commit(target, old, Some(new))
-        };
-        Ok(WriteOutcome {
-            object,
-            created,
-            warnings,
-        })
     }
 
     /// Stores `new` (or deletes when `None`) at a fresh revision, records the change and tells
     /// watchers. Returns the stored (or last) object.
     fn commit(&mut self, target: &Target, old: Option<Value>, new: Option<Value>) -> Value {
+        match (new, old) {
+            (Some(new), None) => self.record(target, None, ChangeKind::Added, new),
+            (Some(new), Some(old)) => self.record(target, Some(old), ChangeKind::Modified, new),
+            (None, Some(old)) => {
+                let last = old.clone();
+                self.record(target, Some(old), ChangeKind::Deleted, last)
+            }
+            (None, None) => Value::Null,
+        }
+    }
+
+    /// Deletes the object whose last state (what watchers see and the writer gets) is `last`.
+    fn remove(&mut self, target: &Target, old: Value, last: Value) -> Value {
+        self.record(target, Some(old), ChangeKind::Deleted, last)
+    }
+
+    fn record(
+        &mut self,
+        target: &Target,
+        old: Option<Value>,
+        kind: ChangeKind,
+        mut object: Value,
+    ) -> Value {
         self.revision += 1;
         let revision = self.revision;
         let key = (
             target.namespace.clone().unwrap_or_default(),
             target.name.clone(),
         );
-        let (kind, mut object) = match (new, &old) {
-            (Some(new), None) => (ChangeKind::Added, new),
-            (Some(new), Some(_)) => (ChangeKind::Modified, new),
-            (None, Some(old)) => (ChangeKind::Deleted, old.clone()),
-            (None, None) => return Value::Null,
-        };
         ensure_object(&mut object, "metadata")
             .insert("resourceVersion".into(), json!(revision.to_string()));
         if kind == ChangeKind::Deleted {
@@ -806,20 +1053,13 @@ impl Store {
     }
 }
 
-/// Kind of write, for managedFields bookkeeping.
-#[derive(Clone, Copy, Debug)]
-enum WriteKind {
-    /// create/update/patch: the manager takes the fields it changed (operation `Update`).
-    Update(Scope),
-    /// server-side apply: managedFields were computed by `apply.rs`.
-    Applied(Scope),
-}
-
 /// Patch content types other than server-side apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PatchType {
     Merge,
     Json,
+    /// `application/strategic-merge-patch+json` (built-in kinds only).
+    Strategic,
 }
 
 fn splitmix64(mut x: u64) -> u64 {
@@ -850,6 +1090,22 @@ pub fn parse_revision(rv: &str) -> Result<u64, ApiError> {
         .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))
 }
 
+/// `APIObjectVersioner.ParseResourceVersion`: "" and "0" are unset; anything else must be a
+/// number (the error is Go's `strconv.ParseUint` text).
+fn parse_resource_version(rv: &str) -> Result<u64, String> {
+    if rv.is_empty() {
+        return Ok(0);
+    }
+    rv.parse::<u64>().map_err(|_| {
+        let why = if rv.bytes().all(|b| b.is_ascii_digit()) {
+            "value out of range"
+        } else {
+            "invalid syntax"
+        };
+        format!("strconv.ParseUint: parsing {}: {why}", go_quote(rv))
+    })
+}
+
 /// The metadata map of an object, created if missing or not an object.
 pub fn ensure_object<'a>(value: &'a mut Value, field: &str) -> &'a mut Map<String, Value> {
     if !value.is_object() {
@@ -874,12 +1130,17 @@ fn remove_field(value: &mut Value, field: &str) {
     }
 }
 
+fn is_namespace(def: &ResourceDef) -> bool {
+    def.group.is_empty() && def.kind == "Namespace"
+}
+
 /// Checks the body is an object of this resource's apiVersion/kind (filling them in when
 /// absent) and that `metadata` is an object.
 fn check_body(def: &ResourceDef, mut body: Value) -> Result<Value, ApiError> {
     let Value::Object(map) = &mut body else {
-        return Err(ApiError::bad_request(
-            "the body of the request must be a JSON object",
+        return Err(ApiError::undecodable(
+            def,
+            "json: cannot unmarshal non-object into Go value of type struct",
         ));
     };
     let api_version = def.api_version();
@@ -907,33 +1168,350 @@ fn check_body(def: &ResourceDef, mut body: Value) -> Result<Value, ApiError> {
         }
     }
     match map.get("metadata") {
-        None => {
+        None | Some(Value::Null) => {
             map.insert("metadata".into(), json!({}));
         }
         Some(Value::Object(_)) => {}
-        Some(_) => return Err(ApiError::bad_request("metadata must be an object")),
+        Some(other) => {
+            return Err(ApiError::undecodable(
+                def,
+                &format!(
+                "json: cannot unmarshal {} into Go struct field {}.metadata of type v1.ObjectMeta",
+                json_kind(other),
+                def.kind
+            ),
+            ))
+        }
     }
     Ok(body)
 }
 
-/// Sets (namespaced) or clears (cluster-scoped) `metadata.namespace`, rejecting a body whose
-/// namespace disagrees with the URL.
-fn set_namespace(def: &ResourceDef, target: &Target, object: &mut Value) -> Result<(), ApiError> {
-    let meta = ensure_object(object, "metadata");
-    if !def.namespaced {
-        meta.remove("namespace");
-        return Ok(());
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
     }
-    let url_ns = target.namespace.clone().unwrap_or_default();
-    match meta.get("namespace").and_then(Value::as_str) {
-        Some(ns) if !ns.is_empty() && ns != url_ns => Err(ApiError::bad_request(
-            "the namespace of the provided object does not match the namespace sent on the request",
-        )),
-        _ => {
-            meta.insert("namespace".into(), json!(url_ns));
-            Ok(())
+}
+
+/// Decodes a request body as kube-apiserver's decoder for the resource does: apiVersion and
+/// kind checked; a custom resource pruned by its schema (unknown fields), its metadata
+/// coerced as `ObjectMeta` (malformed fields dropped) and defaulted; a built-in kind decoded as
+/// its Go type (type errors are 400) and defaulted. Unknown fields are warnings, or a 400 with
+/// `fieldValidation=Strict`. Returns the object as it will be stored, and the warnings.
+fn decode(
+    def: &ResourceDef,
+    body: Value,
+    params: &WriteParams,
+) -> Result<(Value, Vec<String>), ApiError> {
+    let (object, warnings) = decode_sparse(def, body, params)?;
+    Ok((with_defaults(def, object), warnings))
+}
+
+/// Defaults (`default:` of a CRD schema, `SetDefaults_*` of a built-in kind) and, for built-in
+/// kinds, the printed form of the typed object.
+fn with_defaults(def: &ResourceDef, mut object: Value) -> Value {
+    if def.is_custom() {
+        schema::apply_defaults(def, &mut object);
+    } else if let Some(kind) = def.builtin {
+        kind.apply_defaults(&mut object);
+        object = builtin::encode(kind, &object, Encoding::Json);
+    }
+    object
+}
+
+/// [`decode`] without defaults: only what the request sets (an apply configuration).
+fn decode_sparse(
+    def: &ResourceDef,
+    body: Value,
+    params: &WriteParams,
+) -> Result<(Value, Vec<String>), ApiError> {
+    let mut object = check_body(def, body)?;
+    let mut unknown = Vec::new();
+    if def.is_custom() {
+        unknown.extend(coerce_metadata(&mut object));
+        unknown.extend(schema::prune_object(def, &mut object));
+    } else if let Some(kind) = def.builtin {
+        let (decoded, fields) =
+            builtin::decode(kind, &object).map_err(|e| ApiError::undecodable(def, &e.0))?;
+        unknown.extend(fields);
+        object = decoded;
+    }
+    unknown.sort();
+    let mut warnings = Vec::new();
+    if !unknown.is_empty() {
+        let texts: Vec<String> = unknown
+            .iter()
+            .map(|f| format!("unknown field \"{f}\""))
+            .collect();
+        match params.field_validation {
+            FieldValidation::Ignore => {}
+            FieldValidation::Warn => warnings.extend(texts),
+            FieldValidation::Strict => {
+                return Err(ApiError::undecodable(
+                    def,
+                    &format!("strict decoding error: {}", texts.join(", ")),
+                ))
+            }
         }
     }
+    Ok((object, warnings))
+}
+
+/// The metadata of a custom resource as `ObjectMeta` decodes it (`GetObjectMetaWithOptions` with
+/// malformed fields dropped) and prints it again; returns unknown metadata fields.
+fn coerce_metadata(object: &mut Value) -> Vec<String> {
+    let shape = builtin::object_meta_shape();
+    let meta = object["metadata"].clone();
+    let Value::Object(fields) = &meta else {
+        return Vec::new();
+    };
+    let mut kept = Map::new();
+    let mut unknown = Vec::new();
+    for (field, value) in fields {
+        let single = json!({ field.clone(): value.clone() });
+        // A field that does not decode as ObjectMeta's is dropped (DropMalformedFields).
+        if let Ok((decoded, extra)) = builtin::decode_as(&shape, &single, "metadata") {
+            unknown.extend(extra);
+            if let Some(v) = decoded.get(field) {
+                kept.insert(field.clone(), v.clone());
+            }
+        }
+    }
+    object["metadata"] = builtin::encode_as(&shape, &Value::Object(kept), Encoding::FieldManager);
+    unknown
+}
+
+/// What the field manager sees of an object (the typed object as the unstructured converter
+/// prints it for built-in kinds; custom resources as they are).
+fn fm_view(def: &ResourceDef, object: &Value) -> Value {
+    match def.builtin {
+        Some(kind) => builtin::encode(kind, object, Encoding::FieldManager),
+        None => object.clone(),
+    }
+}
+
+/// Field management of a non-apply write by `manager` (operation `Update`): the request's own
+/// managedFields as Kubernetes' `decodeLiveOrNew` takes them, then what the write changed moves
+/// to the manager. Works on the field manager's views: the live object (a create: the zero
+/// object of the kind), and the new one without what the strategy resets (status on the main
+/// resource of a kind with a status subresource; all but status on `/status`). Returns the
+/// stored form with the new managedFields.
+fn manage_update(
+    def: &ResourceDef,
+    old: Option<&Value>,
+    new: Value,
+    manager: &str,
+    scope: Scope,
+) -> Value {
+    let base = apply::base_entries_from_request(&new, old, scope);
+    let old_view = match (old, def.builtin) {
+        (Some(old), _) => Some(fm_view(def, old)),
+        (None, Some(kind)) => Some(builtin::zero(kind)),
+        (None, None) => None,
+    };
+    let mut view = fm_view(def, &new);
+    match &old_view {
+        Some(live) => view = scoped_replacement(def, live, view, scope),
+        None if scope == Scope::Main && def.status_subresource => remove_field(&mut view, "status"),
+        None => {}
+    }
+    let meta = ensure_object(&mut view, "metadata");
+    meta.remove("managedFields");
+    if !base.is_null() {
+        meta.insert("managedFields".into(), base);
+    }
+    apply::record_update(def, old_view.as_ref(), &mut view, manager, scope);
+    let mut stored = new;
+    match view["metadata"].get("managedFields") {
+        Some(entries) => {
+            ensure_object(&mut stored, "metadata").insert("managedFields".into(), entries.clone())
+        }
+        None => ensure_object(&mut stored, "metadata").remove("managedFields"),
+    };
+    stored
+}
+
+/// A custom resource's metadata as the API server stores it: printed through `ObjectMeta`
+/// (empty labels, annotations and finalizers left out).
+fn normalize_metadata(def: &ResourceDef, object: &mut Value) {
+    if def.is_custom() {
+        let shape = builtin::object_meta_shape();
+        let meta = builtin::encode_as(&shape, &object["metadata"], Encoding::FieldManager);
+        object["metadata"] = meta;
+    }
+}
+
+/// `WipeObjectMetaSystemFields`: a create never takes these from the request.
+fn wipe_system_fields(object: &mut Value) {
+    let meta = ensure_object(object, "metadata");
+    for field in [
+        "creationTimestamp",
+        "uid",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+    ] {
+        meta.remove(field);
+    }
+}
+
+/// `EnsureObjectNamespaceMatchesRequestNamespace`: a namespaced object takes the URL's namespace
+/// (a different one is a 400); a cluster-scoped one has none.
+fn ensure_namespace_matches(
+    def: &ResourceDef,
+    namespace: Option<&str>,
+    object: &mut Value,
+) -> Result<(), ApiError> {
+    let meta = ensure_object(object, "metadata");
+    let requested = if def.namespaced {
+        namespace.unwrap_or_default()
+    } else {
+        ""
+    };
+    let sent = meta
+        .get("namespace")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if sent == requested {
+    } else if sent.is_empty() {
+        meta.insert("namespace".into(), json!(requested));
+    } else if requested.is_empty() {
+        meta.remove("namespace");
+    } else {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    if requested.is_empty() {
+        meta.remove("namespace");
+    }
+    Ok(())
+}
+
+/// `checkName` of update and patch: the object's name and namespace against the URL.
+fn check_name(target: &Target, object: &Value) -> Result<(), ApiError> {
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    if name != target.name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({name}) does not match the name on the URL ({})",
+            target.name
+        )));
+    }
+    if let Some(requested) = target.namespace.as_deref().filter(|n| !n.is_empty()) {
+        let sent = object["metadata"]["namespace"].as_str().unwrap_or_default();
+        if !sent.is_empty() && sent != requested {
+            return Err(ApiError::bad_request(format!(
+                "the namespace of the object ({sent}) does not match the namespace on the request ({requested})"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `PrepareForCreate`: custom resources drop status (with a status subresource) and start at
+/// generation 1; built-in kinds do their own.
+fn prepare_create(def: &ResourceDef, object: &mut Value) {
+    if def.is_custom() {
+        if def.status_subresource {
+            remove_field(object, "status");
+        }
+        ensure_object(object, "metadata").insert("generation".into(), json!(1));
+    } else if let Some(kind) = def.builtin {
+        kind.prepare_create(object);
+        *object = builtin::encode(kind, object, Encoding::Json);
+    }
+}
+
+/// The strategy's `Validate` on create: ObjectMeta, schema and CEL rules for custom resources
+/// (the rules skipped when an OpenAPI error blocks them), the kind's own rules for built-ins.
+/// Returns the causes and the warnings of ratcheted rules.
+fn validate_create(
+    def: &ResourceDef,
+    object: &Value,
+) -> Result<(Vec<Cause>, Vec<String>), ApiError> {
+    if def.is_custom() {
+        let meta_errors =
+            meta::validate_create(&object["metadata"], def.namespaced, NameRule::DnsSubdomain);
+        return schema::validate_custom(def, None, object, meta_errors);
+    }
+    let errors = match def.builtin {
+        Some(kind) => kind.validate(object),
+        None => meta::validate_create(&object["metadata"], def.namespaced, NameRule::DnsSubdomain),
+    };
+    Ok((causes_of(&errors), Vec::new()))
+}
+
+/// `BeforeUpdate`'s validation: the generic ObjectMeta checks (`validateCommonFields`), then the
+/// strategy's `ValidateUpdate`.
+fn validate_update(
+    def: &ResourceDef,
+    old: &Value,
+    new: &Value,
+) -> Result<(Vec<Cause>, Vec<String>), ApiError> {
+    let mut errors = meta::validate_create(&new["metadata"], def.namespaced, NameRule::PathSegment);
+    errors.extend(meta::validate_update(&new["metadata"], &old["metadata"]));
+    let mut causes = causes_of(&errors);
+    let mut warnings = Vec::new();
+    if def.is_custom() {
+        let meta_errors = meta::validate_update(&new["metadata"], &old["metadata"]);
+        let (more, ratcheted) = schema::validate_custom(def, Some(old), new, meta_errors)?;
+        causes.extend(more);
+        warnings = ratcheted;
+    } else if let Some(kind) = def.builtin {
+        causes.extend(causes_of(&kind.validate_update(new, old)));
+    }
+    Ok((causes, warnings))
+}
+
+/// Finalizers Kubernetes knows; others should be domain-qualified.
+const STANDARD_FINALIZERS: &[&str] = &[
+    "kubernetes",
+    "orphan",
+    "foregroundDeletion",
+    "batch.kubernetes.io/job-tracking",
+];
+
+/// The custom resource strategy's warnings about finalizers a write adds.
+fn finalizer_warnings(new: &Value, old: Option<&Value>) -> Vec<String> {
+    let list = |o: &Value| -> Vec<String> {
+        o["metadata"]["finalizers"]
+            .as_array()
+            .map(|f| {
+                f.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let before: Vec<String> = old.map(list).unwrap_or_default();
+    let mut added: Vec<String> = list(new)
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .collect();
+    added.sort();
+    added.dedup();
+    let mut warnings = Vec::new();
+    for finalizer in added {
+        for msg in meta::label_key(&finalizer) {
+            warnings.push(format!(
+                "metadata.finalizers: {}: {msg}",
+                go_quote(&finalizer)
+            ));
+        }
+        if !finalizer.contains('/') && !STANDARD_FINALIZERS.contains(&finalizer.as_str()) {
+            warnings.push(format!(
+                "metadata.finalizers: {}: prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers",
+                go_quote(&finalizer)
+            ));
+        }
+    }
+    warnings
 }
 
 /// uid/resourceVersion preconditions: a set, non-empty value must equal the stored one.
@@ -973,6 +1551,13 @@ fn scoped_replacement(def: &ResourceDef, old: &Value, mut body: Value, scope: Sc
             if let (Value::Object(map), Some(status)) = (&mut body, old.get("status")) {
                 map.insert("status".into(), status.clone());
             }
+            if is_namespace(def) {
+                // The namespace strategy keeps spec.finalizers (the finalize subresource owns them).
+                if let Some(finalizers) = old["spec"].get("finalizers") {
+                    ensure_object(&mut body, "spec")
+                        .insert("finalizers".into(), finalizers.clone());
+                }
+            }
             body
         }
         Scope::Main => body,
@@ -987,21 +1572,20 @@ fn scoped_replacement(def: &ResourceDef, old: &Value, mut body: Value, scope: Sc
         }
         Scope::Status => {
             // The custom resource status strategy copies everything but `status` from the
-            // stored object, metadata included.
+            // stored object, metadata included (managedFields excepted).
             let mut new = old.clone();
             remove_field(&mut new, "status");
             if let (Value::Object(map), Some(status)) = (&mut new, body.get("status")) {
                 map.insert("status".into(), status.clone());
             }
+            match body["metadata"].get("managedFields") {
+                Some(managed) => ensure_object(&mut new, "metadata")
+                    .insert("managedFields".into(), managed.clone()),
+                None => ensure_object(&mut new, "metadata").remove("managedFields"),
+            };
             new
         }
     }
-}
-
-/// Nodes take `status` from a create (nodeStrategy.PrepareForCreate keeps it); other kinds with
-/// a status subresource drop it (custom resources, Services).
-fn keeps_status_on_create(def: &ResourceDef) -> bool {
-    !def.is_custom() && def.group.is_empty() && def.kind == "Node"
 }
 
 /// Whether a custom resource's generation must move: anything but metadata (and status, with
@@ -1034,28 +1618,73 @@ fn same_content(old: &Value, new: &Value) -> bool {
     strip(old) == strip(new)
 }
 
-fn reject_or_warn_unknown(
-    params: &WriteParams,
-    unknown: &[String],
-    warnings: &mut Vec<String>,
-) -> Result<(), ApiError> {
-    if unknown.is_empty() {
-        return Ok(());
+/// A strategic merge patch as far as the built-in kinds here need it: a JSON merge patch in
+/// which lists with merge keys (the shape's list-map keys) merge item by item, and `$patch:
+/// delete` items are removed.
+fn strategic_merge(target: &mut Value, patch: &Value, shape: Option<&Value>) {
+    let Value::Object(patch_map) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
     }
-    match params.field_validation {
-        FieldValidation::Ignore => Ok(()),
-        FieldValidation::Warn => {
-            warnings.extend(unknown.iter().map(|f| format!("unknown field \"{f}\"")));
-            Ok(())
+    let Value::Object(target_map) = target else {
+        return;
+    };
+    for (key, value) in patch_map {
+        let child_shape = shape
+            .and_then(|s| s.get("properties"))
+            .and_then(|p| p.get(key))
+            .or_else(|| shape.and_then(|s| s.get("additionalProperties")));
+        if value.is_null() {
+            target_map.remove(key);
+            continue;
         }
-        FieldValidation::Strict => Err(ApiError::bad_request(format!(
-            "strict decoding error: {}",
-            unknown
-                .iter()
-                .map(|f| format!("unknown field \"{f}\""))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
+        let keys: Vec<String> = child_shape
+            .filter(|s| s["x-kubernetes-list-type"] == "map")
+            .and_then(|s| s["x-kubernetes-list-map-keys"].as_array())
+            .map(|k| {
+                k.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        match (value, target_map.get_mut(key)) {
+            (Value::Array(items), Some(Value::Array(existing))) if !keys.is_empty() => {
+                let item_shape = child_shape.and_then(|s| s.get("items"));
+                for item in items {
+                    let matches = |e: &Value| keys.iter().all(|k| e.get(k) == item.get(k));
+                    let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
+                    match existing.iter().position(matches) {
+                        Some(i) if delete => {
+                            existing.remove(i);
+                        }
+                        Some(i) => strategic_merge(&mut existing[i], item, item_shape),
+                        None if delete => {}
+                        None => existing.push(item.clone()),
+                    }
+                }
+            }
+            (Value::Object(_), Some(existing @ Value::Object(_))) => {
+                strategic_merge(existing, value, child_shape)
+            }
+            (other, _) => {
+                let mut cleaned = other.clone();
+                strip_nulls(&mut cleaned);
+                target_map.insert(key.clone(), cleaned);
+            }
+        }
+    }
+}
+
+fn strip_nulls(value: &mut Value) {
+    if let Value::Object(map) = value {
+        map.retain(|_, v| !v.is_null());
+        for child in map.values_mut() {
+            strip_nulls(child);
+        }
     }
 }
 
@@ -1066,10 +1695,31 @@ fn list_json(
     more: Option<(String, usize)>,
 ) -> Value {
     let mut metadata = json!({ "resourceVersion": revision.to_string() });
-    if let Some((token, remaining)) = more {
-        metadata["continue"] = json!(token);
-        metadata["remainingItemCount"] = json!(remaining);
+    match more {
+        Some((token, remaining)) => {
+            metadata["continue"] = json!(token);
+            metadata["remainingItemCount"] = json!(remaining);
+        }
+        // An unstructured list (custom resources) always carries `continue`.
+        None if def.is_custom() => metadata["continue"] = json!(""),
+        None => {}
     }
+    // Items of a built-in kind's typed list are printed without their apiVersion and kind;
+    // an unstructured list (custom resources) keeps them.
+    let items: Vec<Value> = if def.is_custom() {
+        items
+    } else {
+        items
+            .into_iter()
+            .map(|mut item| {
+                if let Value::Object(map) = &mut item {
+                    map.remove("apiVersion");
+                    map.remove("kind");
+                }
+                item
+            })
+            .collect()
+    };
     json!({
         "kind": format!("{}List", def.kind),
         "apiVersion": def.api_version(),

@@ -239,6 +239,7 @@ pub fn parse_audit_log(text: &str, user: &str) -> Vec<RequestRecord> {
             name: optional(&object["name"]).filter(|_| verb != "create"),
             status: event["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
             verb,
+            user: user.to_string(),
         });
     }
     records
