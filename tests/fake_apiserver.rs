@@ -1228,6 +1228,38 @@ async fn send(server: &FakeApiServer, request: &str) -> (u16, Value) {
     (code, serde_json::from_str(body).unwrap_or(Value::Null))
 }
 
+/// A server-side apply whose configuration has a field the kind does not declare cannot be
+/// typed by structured-merge-diff: kube-apiserver answers a plain 500 (no reason) naming the
+/// field, whatever `fieldValidation` says (kubernetes/kubernetes#139253; the MCN publisher met
+/// it on a real 1.36 with a CRD that lacks `spec.configImage`).
+#[tokio::test]
+async fn an_apply_with_an_undeclared_field_is_the_typed_patch_500() {
+    let server = FakeApiServer::start(Options::default());
+    create_namespaces(&server, &["d"]);
+    for validation in ["", "&fieldValidation=Strict", "&fieldValidation=Ignore"] {
+        let (code, body) = raw(
+            &server,
+            "PATCH",
+            &format!("/api/v1/namespaces/d/configmaps/c?fieldManager=m{validation}"),
+            "application/apply-patch+yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {k: v}\nspec: {x: 1}\n",
+        )
+        .await;
+        assert_eq!(code, 500, "{validation}: {body}");
+        // A plain error: the Status has no reason.
+        assert!(body.get("reason").is_none(), "{body}");
+        assert_eq!(
+            body["message"],
+            "failed to create typed patch object (d/c; /v1, Kind=ConfigMap): .spec: field not declared in schema",
+            "{validation}"
+        );
+    }
+    assert!(
+        server.get("ConfigMap", Some("d"), "c").is_none(),
+        "nothing was written"
+    );
+}
+
 #[tokio::test]
 async fn malformed_requests_get_status_errors_and_never_crash() {
     let server = FakeApiServer::start(Options::default());

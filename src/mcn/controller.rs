@@ -565,9 +565,12 @@ impl Reconciler {
             .patch(&name, &self.params(), &Patch::Apply(&mcn))
             .await
         {
+            // kube-apiserver 1.36 answers an apply with a field its CRD does not declare with
+            // a plain 500 (`failed to create typed patch object ... .spec.configImage: field not
+            // declared in schema`); other versions with 400 or 422.
             Err(kube::Error::Api(status))
                 if mcn.spec.config_image.is_some()
-                    && matches!(status.code, 400 | 422)
+                    && matches!(status.code, 400 | 422 | 500)
                     && status.message.contains("configImage") =>
             {
                 self.config_image_declared = false;

@@ -788,7 +788,15 @@ impl Store {
         {
             return Err(ApiError::bad_request("metadata.managedFields must be nil"));
         }
-        let (mut config, warnings) = decode_sparse(def, config, params)?;
+        let (mut config, unknown) = decode_fields(def, config)?;
+        if !unknown.is_empty() {
+            return Err(undeclared_in_apply(
+                def,
+                target.namespace.as_deref(),
+                &target.name,
+                &unknown,
+            ));
+        }
         match config["metadata"]["name"].as_str() {
             Some(name) if name == target.name => {}
             Some(name) => {
@@ -828,11 +836,11 @@ impl Store {
         match old {
             None => {
                 wipe_system_fields(&mut merged);
-                self.create_stages(def, target, merged, params, warnings)
+                self.create_stages(def, target, merged, params, Vec::new())
             }
             Some(old) => {
                 merged["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
-                self.update_stages(def, target, old, merged, scope, params, warnings)
+                self.update_stages(def, target, old, merged, scope, params, Vec::new())
             }
         }
     }
@@ -1229,18 +1237,7 @@ fn decode_sparse(
     body: Value,
     params: &WriteParams,
 ) -> Result<(Value, Vec<String>), ApiError> {
-    let mut object = check_body(def, body)?;
-    let mut unknown = Vec::new();
-    if def.is_custom() {
-        unknown.extend(coerce_metadata(&mut object));
-        unknown.extend(schema::prune_object(def, &mut object));
-    } else if let Some(kind) = def.builtin {
-        let (decoded, fields) =
-            builtin::decode(kind, &object).map_err(|e| ApiError::undecodable(def, &e.0))?;
-        unknown.extend(fields);
-        object = decoded;
-    }
-    unknown.sort();
+    let (object, unknown) = decode_fields(def, body)?;
     let mut warnings = Vec::new();
     if !unknown.is_empty() {
         let texts: Vec<String> = unknown
@@ -1259,6 +1256,53 @@ fn decode_sparse(
         }
     }
     Ok((object, warnings))
+}
+
+/// The object as its kind decodes it, and the paths of the fields it does not know (sorted).
+fn decode_fields(def: &ResourceDef, body: Value) -> Result<(Value, Vec<String>), ApiError> {
+    let mut object = check_body(def, body)?;
+    let mut unknown = Vec::new();
+    if def.is_custom() {
+        unknown.extend(coerce_metadata(&mut object));
+        unknown.extend(schema::prune_object(def, &mut object));
+    } else if let Some(kind) = def.builtin {
+        let (decoded, fields) =
+            builtin::decode(kind, &object).map_err(|e| ApiError::undecodable(def, &e.0))?;
+        unknown.extend(fields);
+        object = decoded;
+    }
+    unknown.sort();
+    Ok((object, unknown))
+}
+
+/// An apply configuration with fields its kind does not declare: structured-merge-diff cannot
+/// type it, whatever `fieldValidation` says, and kube-apiserver answers with that plain error
+/// (500, no reason): `failed to create typed patch object (ns/name; group/version, Kind=K):
+/// .spec.x: field not declared in schema`.
+fn undeclared_in_apply(
+    def: &ResourceDef,
+    namespace: Option<&str>,
+    name: &str,
+    unknown: &[String],
+) -> ApiError {
+    let version = if def.group.is_empty() {
+        format!("/{}", def.version)
+    } else {
+        format!("{}/{}", def.group, def.version)
+    };
+    let errors: Vec<String> = unknown
+        .iter()
+        .map(|path| format!(".{path}: field not declared in schema"))
+        .collect();
+    let detail = match errors.as_slice() {
+        [one] => one.clone(),
+        many => format!("errors:\n  {}", many.join("\n  ")),
+    };
+    ApiError::plain(format!(
+        "failed to create typed patch object ({}/{name}; {version}, Kind={}): {detail}",
+        namespace.unwrap_or_default(),
+        def.kind
+    ))
 }
 
 /// The metadata of a custom resource as `ObjectMeta` decodes it (`GetObjectMetaWithOptions` with
