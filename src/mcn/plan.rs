@@ -37,7 +37,7 @@ use super::desired::{
 use super::matching::{match_node, nodes_by_address, BootstrapMatch, ServedLookup};
 use super::served::ServedRecord;
 use crate::api::machineconfignode::{MachineConfigNode, MachineConfigNodeSpec, SpecConfigVersion};
-use crate::render::layered::selector::{primary_pool, PoolSelector};
+use crate::api::pool_membership::{primary_pool, PoolSelector};
 use crate::render::layered::{self};
 use crate::snapshot::Snapshot;
 

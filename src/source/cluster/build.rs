@@ -16,9 +16,9 @@ use crate::api::imagebuild::{MachineOSBuild, MachineOSConfig, Route};
 use crate::api::machineconfignode::MachineConfigNode;
 use crate::api::{ControllerConfig, MachineConfig, MachineConfigPool};
 use crate::render::layered::{
-    machine_config_node_render_digest, node_render_digest, registry_hosts, LayeredInputs,
+    machine_config_node_render_digest, node_render_digest, registry_hosts,
 };
-use crate::snapshot::{LoadError, Mode, Snapshot};
+use crate::snapshot::{LayeredInputs, LoadError, Mode, Snapshot};
 
 /// Name of the one ControllerConfig the server reads.
 pub const CONTROLLER_CONFIG_NAME: &str = "machine-config-controller";
