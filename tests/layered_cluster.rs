@@ -8,8 +8,6 @@
 //! - a node degrades: back to the base image;
 //! - the image lives in the in-cluster registry: the base image, even once validated.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -9,8 +9,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-mod support;
-
 use http::StatusCode;
 use k8s_openapi::api::core::v1::{Node, Service};
 use machine_config_server::api::imagebuild::{MachineOSBuild, MachineOSConfig, Route};
