@@ -42,7 +42,7 @@
 //! same port, the kubeconfig, and helpers that write through the same code path as HTTP.
 //!
 //! Usage (in `tests/<name>.rs`):
-//! ```ignore
+//! ```text
 //! use support::fake_apiserver::{FakeApiServer, Options};
 //!
 //! let api = FakeApiServer::start(Options::default());
