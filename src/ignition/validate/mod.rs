@@ -141,16 +141,24 @@ impl Validator {
     }
 }
 
+/// A file whose mode the original's render controller refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid mode 0{mode:o} for {path}, cannot exceed 0777")]
+pub struct FileModeError {
+    pub path: String,
+    pub mode: i64,
+}
+
 /// The MachineConfig file-mode rule of the original's `ValidateIgnition` (used by its render
 /// controller, not while serving): a file mode above 0777 is rejected. Directories are not
 /// checked, as in the original.
-pub fn check_file_modes(config: &Config) -> Result<(), String> {
+pub fn check_file_modes(config: &Config) -> Result<(), FileModeError> {
     for file in config.storage.iter().flat_map(|s| s.files.iter().flatten()) {
         if let Some(mode) = file.mode.filter(|&m| m > 0o777) {
-            return Err(format!(
-                "invalid mode 0{mode:o} for {}, cannot exceed 0777",
-                file.path
-            ));
+            return Err(FileModeError {
+                path: file.path.clone(),
+                mode,
+            });
         }
     }
     Ok(())

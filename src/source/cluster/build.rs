@@ -302,7 +302,7 @@ fn loaded<K>(what: &str, object: &Lenient<K>) -> Result<Arc<K>, LoadError> {
         .cloned()
         .map_err(|reason| LoadError::Invalid {
             what: format!("{what} {:?}", object.name()),
-            reason: reason.to_owned(),
+            reason: reason.to_string(),
         })
 }
 
