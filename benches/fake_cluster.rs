@@ -8,11 +8,6 @@
 //! `KUBECONFIG=<file>` and `TOKEN_DIR=<dir>` (the node-bootstrapper token directory for
 //! `--bootstrap-token-dir`), then serves until SIGTERM or SIGINT, and removes its files.
 
-#[path = "../tests/cluster_support/mod.rs"]
-mod cluster_support;
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,14 +26,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    cluster_support::load_realistic_cluster(&api);
+    support::cluster::load_realistic_cluster(&api);
     for sub in ["machine-configs", "machine-pools"] {
         if let Err(e) = api.load_yaml_dir(dir.join(sub)) {
             eprintln!("fake_cluster: loading {}: {e}", dir.join(sub).display());
             return ExitCode::FAILURE;
         }
     }
-    let tokens = cluster_support::token_dir();
+    let tokens = support::cluster::token_dir();
     println!("KUBECONFIG={}", api.kubeconfig_file().display());
     println!("TOKEN_DIR={}", tokens.path().display());
     let _ = std::io::stdout().flush();

@@ -22,13 +22,6 @@
 //! Usage: `scale [--quick]`; knobs are environment variables (benches/README.md). It prints
 //! the figures table on stdout.
 
-#[path = "../tests/cluster_support/mod.rs"]
-mod cluster_support;
-#[path = "../tests/support/mcs.rs"]
-mod mcs;
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::collections::BTreeMap;
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
@@ -37,11 +30,12 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::mcs;
 
 use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options, RequestRecord, Scope};
 
-const APISERVER_URL: &str = cluster_support::APISERVER_URL;
+const APISERVER_URL: &str = support::cluster::APISERVER_URL;
 const ACCEPT: &str = "application/vnd.coreos.ignition+json;version=3.4.0, */*;q=0.1";
 const LAYERED_POOLS: usize = 3;
 const RENDERED_PER_POOL: usize = 3;
@@ -260,7 +254,7 @@ fn measure_all<'scope, 'env>(
     started: Instant,
     load_time: Duration,
 ) -> Result<(), String> {
-    let tokens = cluster_support::token_dir();
+    let tokens = support::cluster::token_dir();
     backend.clear_requests();
     let log = RequestLog::start(scope, backend);
     let server = ServerProcess::spawn(backend, tokens.path(), knobs)?;
@@ -604,7 +598,7 @@ struct Cluster {
 
 impl Cluster {
     fn new(knobs: &Knobs) -> Result<Cluster, String> {
-        let fixtures = cluster_support::fixture_dir();
+        let fixtures = support::cluster::fixture_dir();
         let read = |path: PathBuf| -> Result<Value, String> {
             let text =
                 std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -672,7 +666,7 @@ impl Cluster {
 
     fn load(&self, backend: &Backend) -> Result<(), String> {
         // The installer's bootstrap copy leaves fields the CRD requires null (as
-        // cluster_support::load_realistic_cluster fills them).
+        // support::cluster::load_realistic_cluster fills them).
         let mut cc = self.controller_config.clone();
         for (field, value) in [
             ("additionalTrustBundle", Value::Null),
@@ -701,7 +695,7 @@ impl Cluster {
         }))?;
         backend.put(&json!({
             "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "kubeconfig-data", "namespace": cluster_support::MCO_NAMESPACE},
+            "metadata": {"name": "kubeconfig-data", "namespace": support::cluster::MCO_NAMESPACE},
             "data": {"unrelated": "value"}
         }))?;
         for pool in &self.pools {
@@ -814,7 +808,7 @@ fn layered_objects(pool: &Pool) -> Vec<Value> {
         },
         "status": {
             "buildStart": "2025-05-01T10:01:00Z", "buildEnd": "2025-05-01T10:20:00Z",
-            "builder": {"imageBuilderType": "Job", "job": {"group": "batch", "resource": "jobs", "namespace": cluster_support::MCO_NAMESPACE, "name": format!("build-{name}-build-1")}},
+            "builder": {"imageBuilderType": "Job", "job": {"group": "batch", "resource": "jobs", "namespace": support::cluster::MCO_NAMESPACE, "name": format!("build-{name}-build-1")}},
             "conditions": [condition("Prepared", "False"), condition("Building", "False"), condition("Succeeded", "True"), condition("Failed", "False"), condition("Interrupted", "False")],
             "digestedImagePushSpec": pool.image()
         }
@@ -1042,8 +1036,7 @@ impl ServerProcess {
         let secure = mcs::free_port();
         let certs = mcs::repo().join("certs");
         // MCS_SCALE_SERVER_BIN runs another build (e.g. a "before" binary) under the same harness.
-        let bin = std::env::var_os("MCS_SCALE_SERVER_BIN")
-            .map_or_else(|| PathBuf::from(mcs::BIN), PathBuf::from);
+        let bin = std::env::var_os("MCS_SCALE_SERVER_BIN").map_or_else(mcs::bin, PathBuf::from);
         let mut command = Command::new(&bin);
         command
             .args(["start", "--kubeconfig"])

@@ -273,7 +273,10 @@ pub fn access_policy(root: &RootFlags) -> Result<crate::server::access::AccessPo
         .map(|c| Cidr::parse(c).map_err(|e| UsageError(format!("--allowed-source-cidrs: {e}"))))
         .collect::<Result<Vec<_>, _>>()?;
     let token = match &root.require_token_file {
-        Some(path) => Some(AccessPolicy::read_token(path).map_err(UsageError)?),
+        Some(path) => Some(
+            AccessPolicy::read_token(path)
+                .map_err(|e| UsageError(format!("--require-token-file {e}")))?,
+        ),
         None => None,
     };
     AccessPolicy::new(cidrs, token).map_err(|e| UsageError(format!("--require-token-file: {e}")))

@@ -1,18 +1,25 @@
 //! machine-config-server: serves Ignition configs to booting OpenShift nodes.
 //!
-//! # Layout
-//! - [`ignition`]: spec versions, parsing, translation, Accept negotiation, data URLs (pure).
-//! - [`api`]: typed `machineconfiguration.openshift.io/v1` resources.
-//! - [`snapshot`]: the immutable state a render reads, published by a source.
-//! - [`source`]: the bootstrap directory source and the cluster (watch cache) source.
-//! - [`render`]: pure pipeline from a snapshot, a pool and a spec version to the served bytes.
-//! - [`cache`]: serialized payloads per (pool, version, generation), rendered once.
-//! - [`server`]: routes, status mapping, TLS, listeners.
-//! - [`mcn`]: MachineConfigNode publisher (cluster mode).
-//! - [`metrics`], [`telemetry`]: Prometheus registry and tracing set-up.
-//! - [`events`]: Kubernetes Events published by the lease holder (cluster mode).
-//! - [`cli`], [`app`]: command line, validation, start-up and shutdown wiring.
-//! - [`explain`]: the `explain` subcommand: what would be served for a pool, and why.
+//! # Layers
+//! Read top-down. A module uses only modules of its own layer or of the layers below it
+//! (`tests/module_graph.rs` fails on an upward import or an import cycle between files):
+//!
+//! 1. [`app`]: start-up and shutdown wiring, one entry for `main` and the tests.
+//! 2. [`explain`]: the `explain` subcommand: what would be served for a pool, and why.
+//! 3. [`cli`]: the command line and its validation into settings.
+//! 4. [`events`], [`mcn`]: the cluster-mode tasks: Kubernetes Events of the lease holder, and
+//!    the MachineConfigNode publisher with the served records the replicas share.
+//! 5. [`server`]: routes, status mapping, TLS, listeners, and what the request path reports
+//!    (the served-request log, notices for Events, the layered decisions served).
+//! 6. [`cache`], [`source`]: serialized payloads rendered once per input generation; the
+//!    bootstrap directory and the cluster watch caches that publish snapshots.
+//! 7. [`render`]: the pure pipeline from a snapshot, a pool and a spec version to the served
+//!    bytes (rendered-config choice, layered-image decision, appended files, translation).
+//! 8. [`snapshot`]: the immutable state a render reads.
+//! 9. [`metrics`], [`telemetry`]: the Prometheus registry, logging and tracing set-up.
+//! 10. [`api`]: typed `machineconfiguration.openshift.io/v1` resources and pool membership.
+//! 11. [`ignition`]: spec versions, parsing, validation, translation, Accept negotiation, data
+//!     URLs (pure).
 
 pub mod api;
 pub mod app;

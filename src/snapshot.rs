@@ -5,8 +5,27 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::Node;
+
+use crate::api::imagebuild::{MachineOSBuild, MachineOSConfig};
+use crate::api::machineconfignode::MachineConfigNode;
 use crate::api::{ControllerConfig, MachineConfig, MachineConfigPool};
-use crate::render::layered::LayeredInputs;
+
+/// Cluster objects the layered-image decision reads. Empty in bootstrap mode.
+#[derive(Clone, Debug, Default)]
+pub struct LayeredInputs {
+    pub machine_os_configs: Vec<Arc<MachineOSConfig>>,
+    pub machine_os_builds: Vec<Arc<MachineOSBuild>>,
+    /// All Nodes (the decision selects the pool's own).
+    pub nodes: Vec<Arc<Node>>,
+    pub machine_config_nodes: Vec<Arc<MachineConfigNode>>,
+    /// Host prefixes of the in-cluster image registry (`<svc>.<ns>.svc:<port>`, route hosts):
+    /// images there are unreachable for a booting node.
+    pub registry_hosts: Vec<String>,
+    /// All MachineConfigPools, for the primary-pool rule when a node matches several pools.
+    /// When empty, a node belongs to the decided pool if that pool's selector matches it.
+    pub pools: Vec<Arc<MachineConfigPool>>,
+}
 
 /// Which kind of source produced the snapshot; it decides a few upstream status-code rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

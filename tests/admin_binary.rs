@@ -2,10 +2,8 @@
 //! metrics, status page and JSON logs report exactly those requests, and the public ports do not
 //! serve any admin route.
 
-#[path = "support/mcs.rs"]
-mod mcs;
-
 use std::time::Duration;
+use support::mcs;
 
 use mcs::{request, Server};
 

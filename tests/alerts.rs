@@ -11,22 +11,18 @@
 //!   in-test API server after a node joined a layered cluster), so a renamed metric or label
 //!   breaks the build, not the pager.
 
-#[path = "cluster_support/mod.rs"]
-mod cluster_support;
-#[path = "support/mcs.rs"]
-mod mcs;
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+use support::mcs;
+use support::tier;
 
-use cluster_support::{load_realistic_cluster, token_dir, worker_node, APISERVER_URL};
 use mcs::Server;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options};
+use support::cluster::{load_realistic_cluster, token_dir, worker_node, APISERVER_URL};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -57,25 +53,11 @@ fn alert_rules() -> Vec<Value> {
         .collect()
 }
 
-/// `promtool`, or `None` (with a note) when it is not installed outside CI.
-fn promtool() -> Option<Command> {
-    let installed = Command::new("promtool")
-        .arg("--version")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    if installed {
-        let mut command = Command::new("promtool");
-        command.current_dir(deploy_dir().join("alerts"));
-        return Some(command);
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "CI=true but promtool is missing: install Debian's `prometheus` package (.ci/run does)"
-    );
-    eprintln!(
-        "not run: promtool is not installed (Debian package `prometheus`; .ci/run installs it)"
-    );
-    None
+/// `promtool` in the alert rules' directory (for `#[tier(promtool)]` tests).
+fn promtool() -> Command {
+    let mut command = Command::new("promtool");
+    command.current_dir(deploy_dir().join("alerts"));
+    command
 }
 
 fn run(mut command: Command) -> String {
@@ -89,11 +71,10 @@ fn run(mut command: Command) -> String {
     text
 }
 
+#[tier(promtool)]
 #[test]
 fn promtool_accepts_the_rules() {
-    let Some(mut promtool) = promtool() else {
-        return;
-    };
+    let mut promtool = promtool();
     promtool.args(["check", "rules", "rules.yaml"]);
     let out = run(promtool);
     let alerts = alert_rules().len();
@@ -103,11 +84,10 @@ fn promtool_accepts_the_rules() {
     );
 }
 
+#[tier(promtool)]
 #[test]
 fn promtool_unit_tests_pass() {
-    let Some(mut promtool) = promtool() else {
-        return;
-    };
+    let mut promtool = promtool();
     promtool.args(["test", "rules", "tests.yaml"]);
     let out = run(promtool);
     assert!(out.contains("SUCCESS"), "{out}");

@@ -19,11 +19,10 @@
 //! Without the upstream assets the corpus group is recorded as not run (an error with
 //! `CI=true`), as for every upstream-tier test.
 
-mod support;
-
 use std::collections::{BTreeSet, HashMap};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use support::tier;
 
 use serde_json::{Map, Value};
 use support::fake_apiserver::{FakeApiServer, Options};
@@ -723,8 +722,8 @@ fn corpus_files(path: &Path) -> Vec<PathBuf> {
 }
 
 /// Every corpus this run replays: the upstream assets' `api-corpus/`, then `MCS_API_CORPUS`.
-fn corpora() -> Option<Vec<PathBuf>> {
-    let dir = upstream::api_corpus()?;
+fn corpora() -> Vec<PathBuf> {
+    let dir = upstream::api_corpus();
     let mut files = corpus_files(&dir);
     assert!(
         !files.is_empty(),
@@ -740,13 +739,14 @@ fn corpora() -> Option<Vec<PathBuf>> {
         );
         files.extend(corpus_files(&extra));
     }
-    Some(files)
+    files
 }
 
+#[tier(upstream)]
 #[test]
 fn the_in_test_server_answers_every_recorded_request_as_kube_apiserver_did() {
-    let Some(files) = corpora() else { return };
-    let Some(crds) = upstream::crds() else { return };
+    let files = corpora();
+    let crds = upstream::crds();
     let mut failed = Vec::new();
     for file in files {
         let replay = replay(&file, &crds).unwrap_or_else(|e| panic!("{e}"));
@@ -761,12 +761,11 @@ fn the_in_test_server_answers_every_recorded_request_as_kube_apiserver_did() {
 /// The replay finds what differs: a copy of the corpus with answers altered the way a wrong
 /// server would answer (another status code, a missing cause, a different field, a missing
 /// warning, another message) reports exactly those steps, with their ids.
+#[tier(upstream)]
 #[test]
 fn an_altered_recording_is_reported_step_by_step() {
-    let Some(dir) = upstream::api_corpus() else {
-        return;
-    };
-    let Some(crds) = upstream::crds() else { return };
+    let dir = upstream::api_corpus();
+    let crds = upstream::crds();
     let original = corpus_files(&dir)
         .into_iter()
         .next()

@@ -1,14 +1,11 @@
 //! The HTTP table of the original server (shared/docs/upstream-mcs.md), checked row by row
 //! against the real binary in bootstrap mode, on both ports.
 
-#[path = "support/fixtures.rs"]
-mod fixtures;
-#[path = "support/mcs.rs"]
-mod mcs;
-#[path = "support/upstream.rs"]
-mod upstream;
-
 use std::fs;
+use support::fixtures;
+use support::mcs;
+use support::tier;
+use support::upstream;
 
 use mcs::{served_files, Server};
 
@@ -367,11 +364,10 @@ fn full_size_fixture_is_served_in_every_spec() {
     served_in_every_spec(&fixtures::bootstrap_full());
 }
 
+#[tier(upstream)]
 #[test]
 fn upstream_rendered_fixture_is_served_in_every_spec() {
-    if let Some(fixture) = upstream::realistic_fixture() {
-        served_in_every_spec(&fixture);
-    }
+    served_in_every_spec(&upstream::realistic_fixture());
 }
 
 fn served_in_every_spec(fixture: &std::path::Path) {

@@ -2,15 +2,12 @@
 //! a pointer config with the development CA merges `/config/master`, and the config Ignition
 //! caches contains the files the server appends.
 
-#[path = "support/fixtures.rs"]
-mod fixtures;
-#[path = "support/mcs.rs"]
-mod mcs;
-#[path = "support/upstream.rs"]
-mod upstream;
-
 use std::path::Path;
 use std::process::Command;
+use support::fixtures;
+use support::mcs;
+use support::tier;
+use support::upstream;
 
 use base64::Engine as _;
 
@@ -71,6 +68,7 @@ fn ignition_fetch(work: &Path, pointer: &serde_json::Value) -> Result<serde_json
     serde_json::from_slice(&cached).map_err(|e| format!("cached config is not JSON ({e}):\n{log}"))
 }
 
+#[tier(ignition)]
 #[test]
 fn ignition_fetches_the_master_config_over_tls() {
     let server = mcs::Server::bootstrap(&mcs::repo().join("config/bootstrap"), &[]);
@@ -112,16 +110,16 @@ fn ignition_fetches_the_master_config_over_tls() {
     );
 }
 
+#[tier(ignition)]
 #[test]
 fn ignition_fetches_the_full_size_fixture() {
     fetches_a_full_size_config(&fixtures::bootstrap_full());
 }
 
+#[tier(ignition, upstream)]
 #[test]
 fn ignition_fetches_the_upstream_rendered_fixture() {
-    if let Some(fixture) = upstream::realistic_fixture() {
-        fetches_a_full_size_config(&fixture);
-    }
+    fetches_a_full_size_config(&upstream::realistic_fixture());
 }
 
 fn fetches_a_full_size_config(fixture: &Path) {
@@ -143,6 +141,7 @@ fn fetches_a_full_size_config(fixture: &Path) {
     );
 }
 
+#[tier(ignition)]
 #[test]
 fn ignition_refuses_a_server_it_does_not_trust() {
     let server = mcs::Server::bootstrap(&mcs::repo().join("config/bootstrap"), &[]);

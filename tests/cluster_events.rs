@@ -10,22 +10,17 @@
 //! - `FirstConfigServed` on the Node that joins from the address the storm came from, once;
 //! - `LayeredImageReleased` on the layered pool once a node of it runs the build's image.
 
-#[path = "cluster_support/mod.rs"]
-mod cluster_support;
-#[path = "support/mcs.rs"]
-mod mcs;
-mod support;
-
 use std::time::Duration;
+use support::mcs;
 
-use cluster_support::{
-    copy_rendered_config, lease_holder, load_realistic_cluster, pool_at, token_dir, worker_node,
-    APISERVER_URL, WORKER_RENDERED,
-};
 use machine_config_server::events::REPORTING_CONTROLLER;
 use mcs::{poll, Server};
 use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options};
+use support::cluster::{
+    copy_rendered_config, lease_holder, load_realistic_cluster, pool_at, token_dir, worker_node,
+    APISERVER_URL, WORKER_RENDERED,
+};
 use support::fixtures::LAYERED_IMAGE;
 
 const DEADLINE: Duration = Duration::from_secs(30);

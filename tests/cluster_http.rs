@@ -8,21 +8,17 @@
 //! - an unknown pool and a pool whose rendered MachineConfig is missing are 500 (Ignition
 //!   retries), each logged once, and recover when the object appears.
 
-#[path = "cluster_support/mod.rs"]
-mod cluster_support;
-#[path = "support/mcs.rs"]
-mod mcs;
-mod support;
-
 use std::time::{Duration, Instant};
+use support::mcs;
+use support::tier;
 
-use cluster_support::{
-    copy_rendered_config, kubeconfig_parts, load_realistic_cluster, replace_file, token_dir,
-    APISERVER_URL, FILE_CA, FIRST_TOKEN, MASTER_RENDERED, MCO_NAMESPACE, WORKER_RENDERED,
-};
 use mcs::{poll, request, served_files, Response, Server};
 use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options};
+use support::cluster::{
+    copy_rendered_config, kubeconfig_parts, load_realistic_cluster, replace_file, token_dir,
+    APISERVER_URL, FILE_CA, FIRST_TOKEN, MASTER_RENDERED, MCO_NAMESPACE, WORKER_RENDERED,
+};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 const WITHIN_A_SECOND: Duration = Duration::from_secs(1);
@@ -381,14 +377,9 @@ fn token_and_ca_rotation_reach_the_served_kubeconfig() {
     });
 }
 
+#[tier(in_test_apiserver)]
 #[test]
 fn an_api_outage_keeps_serving_and_catches_up_after() {
-    if support::api_server::skip_on_real(
-        "cluster_http::an_api_outage_keeps_serving_and_catches_up_after",
-        support::api_server::OUTAGE_WRITES,
-    ) {
-        return;
-    }
     let cluster = Cluster::start(true);
     cluster.wait_ready();
     let before = cluster.get("worker");

@@ -16,23 +16,18 @@
 //! server's RBAC (kube-apiserver's, or the in-test server's model of it) forbids none of its
 //! requests.
 
-#[path = "cluster_support/mod.rs"]
-mod cluster_support;
-#[path = "support/mcs.rs"]
-mod mcs;
-mod support;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
+use support::mcs;
 
-use cluster_support::{
-    copy_rendered_config, load_realistic_cluster, pool_at, token_dir, APISERVER_URL,
-    WORKER_RENDERED,
-};
 use mcs::{poll, Server};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options, RequestRecord};
+use support::cluster::{
+    copy_rendered_config, load_realistic_cluster, pool_at, token_dir, APISERVER_URL,
+    WORKER_RENDERED,
+};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 /// Short MachineConfigNode publisher timings, so that the Lease is renewed during a run.

@@ -4,24 +4,21 @@
 //! and missing APIs. The real objects come from `shared/fixtures/bootstrap-realistic`.
 //! (The same behaviour through the binary and HTTP is in `cluster_http.rs`.)
 
-#[path = "cluster_support/mod.rs"]
-mod cluster_support;
-mod support;
-
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::tier;
 
-use cluster_support::{
-    copy_rendered_config, load_realistic_cluster, token_dir, APISERVER_URL, FILE_CA,
-    WORKER_RENDERED,
-};
 use machine_config_server::snapshot::{Mode, Snapshot};
 use machine_config_server::source::cluster::{
     self, ClusterObserver, ClusterSettings, ClusterSource,
 };
 use serde_json::json;
 use support::api_server::{ApiServer, Options};
+use support::cluster::{
+    copy_rendered_config, load_realistic_cluster, token_dir, APISERVER_URL, FILE_CA,
+    WORKER_RENDERED,
+};
 use tokio::sync::oneshot;
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -169,7 +166,7 @@ fn served_config(snapshot: &Snapshot, pool: &str) -> String {
 
 /// (token, CA bytes) of the snapshot's kubeconfig.
 fn kubeconfig_parts(snapshot: &Snapshot) -> (String, Vec<u8>) {
-    let (server, token, ca) = cluster_support::kubeconfig_parts(&snapshot.kubeconfig);
+    let (server, token, ca) = support::cluster::kubeconfig_parts(&snapshot.kubeconfig);
     assert_eq!(server, APISERVER_URL);
     (token, ca)
 }
@@ -307,7 +304,7 @@ async fn token_and_ca_rotation_is_picked_up() {
 
     // The secret volume is updated (atomically, like the kubelet's symlink swap).
     let dir = harness.token_dir.path();
-    cluster_support::replace_file(&dir.join("token"), b"token-2");
+    support::cluster::replace_file(&dir.join("token"), b"token-2");
     harness
         .wait_snapshot("the rotated token", DEADLINE, |s| {
             kubeconfig_parts(s).0 == "token-2"
@@ -374,14 +371,9 @@ async fn token_and_ca_rotation_is_picked_up() {
     harness.shutdown().await;
 }
 
+#[tier(in_test_apiserver)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_outage_keeps_the_last_state_and_recovers_with_a_relist() {
-    if support::api_server::skip_on_real(
-        "cluster_source::api_outage_keeps_the_last_state_and_recovers_with_a_relist",
-        support::api_server::OUTAGE_WRITES,
-    ) {
-        return;
-    }
     let harness = Harness::start(Options::default()).await;
     let before = harness.ready().await;
 

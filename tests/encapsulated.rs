@@ -6,14 +6,11 @@
 //! below spec 3.3 Ignition `kernelArguments.shouldExist` moves into `spec.kernelArguments`.
 //! (Cluster mode and layered pools: tests/cluster_http.rs and tests/layered_cluster.rs.)
 
-#[path = "support/fixtures.rs"]
-mod fixtures;
-#[path = "support/mcs.rs"]
-mod mcs;
-#[path = "support/upstream.rs"]
-mod upstream;
-
 use std::path::Path;
+use support::fixtures;
+use support::mcs;
+use support::tier;
+use support::upstream;
 
 use serde_json::{json, Value};
 
@@ -118,9 +115,8 @@ fn the_full_size_fixture_encapsulates_its_machine_config_unchanged() {
     check_bootstrap_dir(&base);
 }
 
+#[tier(upstream)]
 #[test]
 fn the_upstream_rendered_fixture_encapsulates_its_machine_config_unchanged() {
-    if let Some(base) = upstream::realistic_fixture() {
-        check_bootstrap_dir(&base);
-    }
+    check_bootstrap_dir(&upstream::realistic_fixture());
 }

@@ -4,18 +4,14 @@
 //! the bytes written by `--write-config` must equal the body a running server sends for the
 //! same request, and the reported sizes and file list must match that body.
 
-#[path = "support/mcs.rs"]
-mod mcs;
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+use support::mcs;
 
 use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options};
 
-const BIN: &str = env!("CARGO_BIN_EXE_machine-config-server");
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/bootstrap");
 /// The project's full-size bootstrap fixture (`tests/fixtures/generated/bootstrap-full`).
 fn full() -> &'static str {
@@ -61,7 +57,7 @@ impl Run {
 }
 
 fn explain(args: &[&str]) -> Run {
-    let output = Command::new(BIN)
+    let output = Command::new(mcs::bin())
         .arg("explain")
         .args(args)
         .env_remove("RUST_LOG")

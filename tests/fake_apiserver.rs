@@ -3,9 +3,8 @@
 //! codes and Status bodies, resourceVersion semantics, watches that kube-runtime's watcher and
 //! reflector can follow through compaction and outages, server-side apply, CRD validation.
 
-mod support;
-
 use std::time::Duration;
+use support::tier;
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -83,10 +82,10 @@ fn pool(name: &str, rendered: &str) -> MachineConfigPool {
     pool
 }
 
-/// A server with the real OpenShift CRDs (upstream tier): callers have checked `real_crds()`.
+/// A server with the real OpenShift CRDs (for `#[tier(upstream)]` tests).
 fn real_crd_options() -> Options {
     Options {
-        crd_dir: support::upstream::crds(),
+        crd_dir: Some(support::upstream::crds()),
         ..Options::default()
     }
 }
@@ -726,10 +725,11 @@ async fn server_side_apply_ownership_conflicts_and_list_maps() {
     assert_eq!(status.code, 422);
 }
 
+#[tier(upstream)]
 #[tokio::test]
 async fn crd_validation_and_pruning() {
     // The rules checked here (required fields, patterns, bounds) are the real CRD's.
-    let Some(crds) = real_crds() else { return };
+    let crds = real_crds();
     let server = FakeApiServer::start(real_crd_options());
     let api: Api<DynamicObject> = Api::all_with(server.client().await, &mcn_resource());
 
@@ -2656,13 +2656,11 @@ async fn schema_defaults_fill_absent_fields_on_every_write() {
     );
 }
 
+#[tier(upstream)]
 #[tokio::test]
 async fn real_controller_config_gets_its_schema_defaults() {
     // The real CRD's defaults (upstream tier): what our code reads from a ControllerConfig the
     // API server stores.
-    if real_crds().is_none() {
-        return;
-    }
     let server = FakeApiServer::start(real_crd_options());
     let stored = server
         .load_yaml_str(support::CONTROLLER_CONFIG)

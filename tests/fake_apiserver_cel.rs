@@ -9,11 +9,10 @@
 //! MachineOSBuild, MachineOSConfig, MachineConfigPool) rejects an object that breaks it; the
 //! project's own fixtures pass them.
 
-mod support;
-
 use serde_json::{json, Value};
 use support::fake_apiserver::cel::{check_rule, compile, rules_of, validate};
 use support::fake_apiserver::{real_crds, yaml_objects, ApiError, FakeApiServer, Options, Scope};
+use support::tier;
 
 const WIDGET_CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
@@ -548,9 +547,10 @@ fn schema_at<'a>(root: &'a Value, path: &str) -> &'a Value {
     node
 }
 
+#[tier(upstream)]
 #[test]
 fn every_rule_of_every_real_crd_compiles_and_evaluates() {
-    let Some(crds) = real_crds() else { return };
+    let crds = real_crds();
     let mut count = 0;
     let mut failures = Vec::new();
     let mut runtime_errors = Vec::new();
@@ -591,13 +591,12 @@ fn every_rule_of_every_real_crd_compiles_and_evaluates() {
     assert!(count >= 150, "only {count} rules found in the real CRDs");
 }
 
-/// A server serving the real CRDs, or `None` (recorded as not run) without them.
-fn real_server() -> Option<FakeApiServer> {
-    let crds = support::upstream::crds()?;
-    Some(FakeApiServer::start(Options {
-        crd_dir: Some(crds),
+/// A server serving the real CRDs (for `#[tier(upstream)]` tests).
+fn real_server() -> FakeApiServer {
+    FakeApiServer::start(Options {
+        crd_dir: Some(support::upstream::crds()),
         ..Options::default()
-    }))
+    })
 }
 
 const MCO: &str = "machineconfiguration.openshift.io/v1";
@@ -636,9 +635,10 @@ fn put_status(api: &FakeApiServer, name: &str, status: Value) -> Result<Value, A
     api.update_status(&object)
 }
 
+#[tier(upstream)]
 #[test]
 fn mcn_spec_rules_name_match_and_rfc1123_names() {
-    let Some(api) = real_server() else { return };
+    let api = real_server();
     api.create(&mcn("node-1", "node-1", "worker"))
         .expect("valid MCN");
     // Family: spec.node.name matches metadata.name (rule on the resource root).
@@ -669,9 +669,10 @@ fn mcn_spec_rules_name_match_and_rfc1123_names() {
     );
 }
 
+#[tier(upstream)]
 #[test]
 fn mcn_status_rules_on_status_writes() {
-    let Some(api) = real_server() else { return };
+    let api = real_server();
     api.create(&mcn("node-1", "node-1", "worker"))
         .expect("valid MCN");
     put_status(
@@ -747,9 +748,10 @@ fn mcn_status_rules_on_status_writes() {
     );
 }
 
+#[tier(upstream)]
 #[test]
 fn mcn_transition_rules_reject_on_update_only() {
-    let Some(api) = real_server() else { return };
+    let api = real_server();
     api.create(&mcn("node-1", "node-1", "worker"))
         .expect("valid MCN");
     // A first status may start anywhere (no oldSelf).
@@ -798,9 +800,10 @@ fn mcn_transition_rules_reject_on_update_only() {
     ));
 }
 
+#[tier(upstream)]
 #[test]
 fn machine_os_build_config_and_pool_rules() {
-    let Some(api) = real_server() else { return };
+    let api = real_server();
     let push_spec =
         "image-registry.openshift-image-registry.svc:5000/openshift-mco/os-image:latest";
     let mosb = json!({
@@ -906,10 +909,11 @@ fn create_with_status(api: &FakeApiServer, object: &Value) -> Result<(), ApiErro
     Ok(())
 }
 
+#[tier(upstream)]
 #[test]
 fn the_projects_own_fixtures_pass_the_real_crds_rules() {
     // What our tests feed the server (and our code reads) must be what a real cluster accepts.
-    let Some(api) = real_server() else { return };
+    let api = real_server();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/generated");
     let mut texts = vec![(
         "tests/support/controller-config.yaml".to_string(),

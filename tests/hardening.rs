@@ -2,12 +2,10 @@
 //! clients that stop reading, graceful shutdown, and broken inputs that must not affect other
 //! pools.
 
-#[path = "support/mcs.rs"]
-mod mcs;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
+use support::mcs;
 
 use mcs::Server;
 
@@ -92,7 +90,7 @@ fn required_token_is_checked_and_never_logged() {
 
 #[test]
 fn missing_token_file_is_a_start_up_error_naming_the_flag() {
-    let output = std::process::Command::new(mcs::BIN)
+    let output = std::process::Command::new(mcs::bin())
         .args([
             "--secure-port",
             "0",

@@ -872,11 +872,11 @@ fn deviation_tang_advertisement_kept_when_parsing_3_4() {
 fn vector_41_validate_ignition_file_modes() {
     let file = |mode: i64| c35(json!({"storage": {"files": [{"path": "/a", "mode": mode}]}}));
     assert_eq!(
-        check_file_modes(&file(2541)),
+        check_file_modes(&file(2541)).map_err(|e| e.to_string()),
         Err("invalid mode 04755 for /a, cannot exceed 0777".to_string())
     );
     assert_eq!(
-        check_file_modes(&file(512)),
+        check_file_modes(&file(512)).map_err(|e| e.to_string()),
         Err("invalid mode 01000 for /a, cannot exceed 0777".to_string())
     );
     assert_eq!(check_file_modes(&file(511)), Ok(()));

@@ -1,39 +1,37 @@
 //! Translated outputs checked by validators we did not write: Debian's `ignition-validate`
 //! (Ignition 2.14: specs 3.0-3.3, and 3.4 as `3.4.0-experimental`) and the upstream JSON
 //! schemas of specs 3.0-3.6 (upstream tier, `MCS_UPSTREAM_ASSETS`). The corpus covers every
-//! field the translation touches, plus the project's full-size rendered MachineConfigs and,
-//! when the upstream assets are there, the upstream-rendered ones.
+//! field the translation touches, plus the project's full-size rendered MachineConfigs and
+//! (upstream tier) the upstream-rendered ones.
 
-#[path = "support/fixtures.rs"]
-mod fixtures;
-mod ignition_common;
-#[path = "support/validators.rs"]
-mod validators;
-
-use validators::upstream;
+use support::fixtures;
+use support::tier;
+use support::upstream;
+use support::validators;
 
 use std::path::{Path, PathBuf};
 
-use ignition_common::{corpus, Sample};
 use machine_config_server::ignition::{parse_config, to_value_as, SpecVersion};
 use serde_json::Value;
+use support::ignition_samples::{corpus, Sample};
 use validators::{assert_matches_schema, ignition_validate, run_ignition_validate, schema};
 
-/// The corpus plus the rendered configs of the project's fixture and, when available, of the
-/// upstream-rendered fixture.
-fn all_samples() -> Vec<Sample> {
+/// The corpus plus the rendered configs of the project's fixture.
+fn own_samples() -> Vec<Sample> {
     let mut samples = corpus();
     samples.extend(rendered_samples(
         &fixtures::bootstrap_full().join("machine-configs"),
         "full-size fixture",
     ));
-    if let Some(upstream) = upstream::realistic_fixture() {
-        samples.extend(rendered_samples(
-            &upstream.join("machine-configs"),
-            "upstream-rendered fixture",
-        ));
-    }
     samples
+}
+
+/// The rendered configs of the upstream-rendered fixture (upstream tier).
+fn upstream_samples() -> Vec<Sample> {
+    rendered_samples(
+        &upstream::realistic_fixture().join("machine-configs"),
+        "upstream-rendered fixture",
+    )
 }
 
 fn rendered_samples(dir: &Path, name: &'static str) -> Vec<Sample> {
@@ -70,11 +68,24 @@ fn servable(sample: &Sample) -> Vec<SpecVersion> {
         .collect()
 }
 
+#[tier(ignition)]
 #[test]
 fn ignition_validate_accepts_every_3_0_to_3_4_output() {
+    assert!(validated_by_ignition_validate(own_samples()) >= 20);
+}
+
+#[tier(ignition, upstream)]
+#[test]
+fn ignition_validate_accepts_the_upstream_rendered_configs_in_every_spec() {
+    assert!(validated_by_ignition_validate(upstream_samples()) >= 5);
+}
+
+/// How many outputs of `samples` (each in every spec it can be served in) `ignition-validate`
+/// checked; panics on one it rejects.
+fn validated_by_ignition_validate(samples: Vec<Sample>) -> usize {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut checked = 0;
-    for sample in all_samples() {
+    for sample in samples {
         for version in servable(&sample) {
             let value = to_value_as(&sample.config, version)
                 .unwrap_or_else(|e| panic!("{} as {version}: {e}", sample.name));
@@ -84,9 +95,10 @@ fn ignition_validate_accepts_every_3_0_to_3_4_output() {
             }
         }
     }
-    assert!(checked >= 20, "only {checked} outputs were validated");
+    checked
 }
 
+#[tier(ignition)]
 #[test]
 fn ignition_validate_rejects_what_it_should() {
     // The harness itself must be able to fail: a relative path is fatal for the validator.
@@ -95,6 +107,7 @@ fn ignition_validate_rejects_what_it_should() {
     assert!(!run_ignition_validate(dir.path(), &bad).0);
 }
 
+#[tier(upstream)]
 #[test]
 fn outputs_match_the_upstream_json_schemas() {
     let schemas: Vec<(SpecVersion, jsonschema::Validator)> = [
@@ -106,14 +119,11 @@ fn outputs_match_the_upstream_json_schemas() {
         (SpecVersion::V3_5, 5),
     ]
     .into_iter()
-    .map(|(v, minor)| Some((v, schema(minor)?)))
-    .collect::<Option<_>>()
-    .unwrap_or_default();
-    let Some(v3_6) = schema(6) else {
-        return;
-    };
+    .map(|(v, minor)| (v, schema(minor)))
+    .collect();
+    let v3_6 = schema(6);
     let mut checked = 0;
-    for sample in all_samples() {
+    for sample in own_samples().into_iter().chain(upstream_samples()) {
         for (version, validator) in &schemas {
             if *version < sample.oldest_3x {
                 continue;
@@ -132,11 +142,10 @@ fn outputs_match_the_upstream_json_schemas() {
     assert!(checked >= 20, "only {checked} outputs were checked");
 }
 
+#[tier(upstream)]
 #[test]
 fn schema_check_can_fail() {
-    let Some(validator) = schema(5) else {
-        return;
-    };
+    let validator = schema(5);
     let bad = serde_json::json!({"ignition": {"version": "3.5.0"}, "storage": {"files": [{"mode": "420"}]}});
     assert!(!validator.is_valid(&bad));
 }

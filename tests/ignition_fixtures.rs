@@ -2,27 +2,18 @@
 //! original operator rendered): their `spec.config` parses, translates to every served spec, and
 //! the 2.2 output reads back to the same config.
 
-#[path = "support/fixtures.rs"]
-mod fixtures;
-#[path = "support/upstream.rs"]
-mod upstream;
-
 use std::path::PathBuf;
+use support::fixtures;
+use support::tier;
+use support::upstream;
 
 use machine_config_server::ignition::{
     parse_config, parse_config_slice, serialize_as, to_value_as, Config, SpecVersion,
 };
 
-/// The rendered configs of the project's fixture, then of the upstream fixture if available.
-fn realistic_configs() -> Vec<(String, Config)> {
-    let mut dirs = vec![fixtures::bootstrap_full()];
-    dirs.extend(upstream::realistic_fixture());
-    dirs.into_iter()
-        .flat_map(|dir| configs_in(dir.join("machine-configs")))
-        .collect()
-}
-
-fn configs_in(dir: PathBuf) -> Vec<(String, Config)> {
+/// The rendered configs of a bootstrap base directory.
+fn configs_in(base: PathBuf) -> Vec<(String, Config)> {
+    let dir = base.join("machine-configs");
     let mut entries: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("fixture directory {} must exist: {e}", dir.display()))
         .map(|e| e.expect("directory entry").path())
@@ -47,8 +38,29 @@ fn configs_in(dir: PathBuf) -> Vec<(String, Config)> {
 }
 
 #[test]
-fn realistic_configs_translate_to_every_served_version() {
-    for (name, config) in realistic_configs() {
+fn full_size_configs_translate_to_every_served_version() {
+    translate_to_every_served_version(configs_in(fixtures::bootstrap_full()));
+}
+
+#[tier(upstream)]
+#[test]
+fn upstream_rendered_configs_translate_to_every_served_version() {
+    translate_to_every_served_version(configs_in(upstream::realistic_fixture()));
+}
+
+#[test]
+fn full_size_configs_round_trip_through_2_2() {
+    round_trip_through_2_2(configs_in(fixtures::bootstrap_full()));
+}
+
+#[tier(upstream)]
+#[test]
+fn upstream_rendered_configs_round_trip_through_2_2() {
+    round_trip_through_2_2(configs_in(upstream::realistic_fixture()));
+}
+
+fn translate_to_every_served_version(configs: Vec<(String, Config)>) {
+    for (name, config) in configs {
         for version in SpecVersion::ALL {
             let value = to_value_as(&config, version)
                 .unwrap_or_else(|e| panic!("{name} as {version}: {e}"));
@@ -57,9 +69,8 @@ fn realistic_configs_translate_to_every_served_version() {
     }
 }
 
-#[test]
-fn realistic_configs_round_trip_through_2_2() {
-    for (name, config) in realistic_configs() {
+fn round_trip_through_2_2(configs: Vec<(String, Config)>) {
+    for (name, config) in configs {
         let bytes = serialize_as(&config, SpecVersion::V2_2).expect("2.2 output");
         let back = parse_config_slice(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
         // Spec 2.2 has no way to tell an empty string from an absent one (the original

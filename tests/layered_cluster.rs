@@ -8,8 +8,6 @@
 //! - a node degrades: back to the base image;
 //! - the image lives in the in-cluster registry: the base image, even once validated.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,9 +15,9 @@ use http::StatusCode;
 use machine_config_server::cache::PayloadCache;
 use machine_config_server::ignition::dataurl;
 use machine_config_server::metrics::{Metrics, PoolStatusBoard};
-use machine_config_server::render::layered::DecisionTracker;
 use machine_config_server::server::access::AccessPolicy;
 use machine_config_server::server::admin::{admin_router, AdminState};
+use machine_config_server::server::layered_decisions::DecisionTracker;
 use machine_config_server::server::{router, AppState};
 use machine_config_server::source::cluster::{self, ClusterSettings, ClusterSource};
 use serde_json::{json, Value};

@@ -9,8 +9,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-mod support;
-
 use http::StatusCode;
 use k8s_openapi::api::core::v1::{Node, Service};
 use machine_config_server::api::imagebuild::{MachineOSBuild, MachineOSConfig, Route};
@@ -18,10 +16,12 @@ use machine_config_server::api::{MachineConfig, MachineConfigPool};
 use machine_config_server::cache::PayloadCache;
 use machine_config_server::ignition::dataurl;
 use machine_config_server::metrics::{Metrics, PoolStatusBoard};
-use machine_config_server::render::layered::{registry_hosts, DecisionTracker, LayeredInputs};
+use machine_config_server::render::layered::registry_hosts;
 use machine_config_server::server::access::AccessPolicy;
 use machine_config_server::server::admin::{admin_router, AdminState};
+use machine_config_server::server::layered_decisions::DecisionTracker;
 use machine_config_server::server::{router, AppState};
+use machine_config_server::snapshot::LayeredInputs;
 use machine_config_server::snapshot::{Mode, Snapshot};
 use serde_json::Value;
 use tokio::sync::watch;

@@ -8,20 +8,15 @@
 //! is `<POD_NAME>_<pid>`; both replicas use the same field manager, so managedFields cannot
 //! tell them apart.
 
-#[path = "cluster_support/mod.rs"]
-mod cluster_support;
-#[path = "support/mcs.rs"]
-mod mcs;
-mod support;
-
 use std::time::{Duration, Instant};
+use support::mcs;
 
-use cluster_support::{
-    lease_holder, load_realistic_cluster, token_dir, worker_node, APISERVER_URL,
-};
 use machine_config_server::mcn;
 use mcs::{poll, Server};
 use support::api_server::{ApiServer, Options};
+use support::cluster::{
+    lease_holder, load_realistic_cluster, token_dir, worker_node, APISERVER_URL,
+};
 
 const DEADLINE: Duration = Duration::from_secs(15);
 const MCN: &str = "MachineConfigNode";

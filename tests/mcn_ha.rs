@@ -12,25 +12,20 @@
 //! newest answer and names the replica that answered first. A second test restarts a replica on
 //! the same node and cuts the API server off while a machine boots: nothing is lost.
 
-#[path = "cluster_support/mod.rs"]
-mod cluster_support;
-#[path = "support/mcs.rs"]
-mod mcs;
-mod support;
-
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::mcs;
 
-use cluster_support::{
-    lease_holder, load_realistic_cluster, node_with_roles, token_dir, worker_node, APISERVER_URL,
-    MCO_NAMESPACE,
-};
 use machine_config_server::mcn;
 use mcs::{poll, Server};
 use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options, RequestRecord};
+use support::cluster::{
+    lease_holder, load_realistic_cluster, node_with_roles, token_dir, worker_node, APISERVER_URL,
+    MCO_NAMESPACE,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 

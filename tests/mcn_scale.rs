@@ -9,21 +9,16 @@
 //! benches/README.md (`benches/scale.sh`); this test keeps to a few hundred Nodes and a high
 //! rate so that it takes seconds.
 
-#[path = "cluster_support/mod.rs"]
-mod cluster_support;
-#[path = "support/mcs.rs"]
-mod mcs;
-mod support;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::mcs;
 
-use cluster_support::{load_realistic_cluster, token_dir, APISERVER_URL};
 use k8s_openapi::jiff::Timestamp;
 use machine_config_server::mcn;
 use mcs::{poll, Server};
 use serde_json::{json, Value};
+use support::cluster::{load_realistic_cluster, token_dir, APISERVER_URL};
 use support::fake_apiserver::{FakeApiServer, Options};
 
 const BACKLOG: usize = 300;

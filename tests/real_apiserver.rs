@@ -6,9 +6,8 @@
 //! cluster tests use is exercised against it. Without it that test records the tier as not
 //! run.
 
-mod support;
-
 use std::process::Command;
+use support::tier;
 
 use serde_json::json;
 use support::api_server::{ApiServer, Options, Scope};
@@ -281,20 +280,14 @@ fn free_ports_are_loopback_and_bindable() {
 }
 
 /// With `KUBEBUILDER_ASSETS`: every operation the cluster tests use, on a real server.
-/// Without: the tier is recorded as not run (and the in-test server answers instead).
+#[tier(real_apiserver)]
 #[test]
 fn the_api_server_of_a_test_is_real_with_kubebuilder_assets() {
     let api = ApiServer::start(Options::default());
-    if !api.is_real() {
-        assert!(real::assets().is_none());
-        let recorded = std::fs::read_dir(real::not_run_dir())
-            .unwrap()
-            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
-            .any(|text| text.trim() == real::TIER_NOT_RUN);
-        assert!(recorded, "the skipped tier is recorded for .ci/run");
-        return;
-    }
-    fixture_operations(api.real().unwrap());
+    let real = api
+        .real()
+        .expect("KUBEBUILDER_ASSETS gives a real kube-apiserver");
+    fixture_operations(real);
 
     // An outage and back: kube-apiserver killed and started again on its port and storage.
     api.stop();

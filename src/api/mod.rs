@@ -7,6 +7,8 @@
 pub mod imagebuild;
 pub mod machineconfig;
 pub mod machineconfignode;
+pub mod node;
+pub mod pool_membership;
 
 pub use machineconfig::{
     ControllerConfig, ControllerConfigSpec, MachineConfig, MachineConfigPool,

@@ -32,7 +32,7 @@ mod version;
 pub use error::{ParseError, Problem, Report, Stage, TranslateError};
 pub use parse::{parse_config, parse_config_slice};
 pub use translate::{serialize_as, to_value_as};
-pub use validate::check_file_modes;
+pub use validate::{check_file_modes, FileModeError};
 pub use version::SpecVersion;
 
 /// Canonical internal form of every config.

@@ -18,20 +18,19 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 
-use super::matching::UnknownReason;
-use super::served::ServedRecord;
+use super::matching::{Bootstrap, UnknownReason};
 use crate::api::annotations as node_annotations;
 use crate::api::imagebuild::{Condition, NameRef};
 use crate::api::machineconfignode::{
     MachineConfigNode, MachineConfigNodeSpec, MachineConfigNodeStatus, SpecConfigImage,
     SpecConfigVersion, StatusConfigVersion,
 };
+use crate::api::node::name as node_name;
 
 /// The placeholder the MCO writes while a config version is unknown.
 pub const NOT_YET_SET: &str = "not-yet-set";
@@ -101,17 +100,6 @@ pub struct PoolServing {
     pub rendered_config: String,
     /// The OS image it gets written into its annotations (layered or pre-built), if any.
     pub image: Option<String>,
-}
-
-/// A served-request record matched to a Node by one of its `InternalIP` addresses.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Bootstrap {
-    pub address: IpAddr,
-    pub record: ServedRecord,
-    /// The replica that served it, when known.
-    pub served_by: Option<String>,
-    /// Other replicas that served the same address earlier (sorted).
-    pub also_served_by: Vec<String>,
 }
 
 /// Everything the MCN of one node is built from.
@@ -375,39 +363,6 @@ pub fn has_bootstrap_record(mcn: &MachineConfigNode) -> bool {
         a.contains_key(annotations::BOOTSTRAP_SERVED_AT)
             || a.contains_key(annotations::BOOTSTRAP_SOURCE_UNKNOWN)
     })
-}
-
-/// The node's `InternalIP` addresses that parse.
-pub fn internal_ips(node: &Node) -> Vec<IpAddr> {
-    node.status
-        .as_ref()
-        .and_then(|s| s.addresses.as_ref())
-        .into_iter()
-        .flatten()
-        .filter(|a| a.type_ == "InternalIP")
-        .filter_map(|a| a.address.trim().parse::<IpAddr>().ok())
-        .map(|ip| ip.to_canonical())
-        .collect()
-}
-
-/// True for nodes the original skips: `status.phase` `Pending` or `Provisioning`.
-pub fn is_provisioning(node: &Node) -> bool {
-    matches!(
-        node.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Pending" | "Provisioning")
-    )
-}
-
-/// `metadata.creationTimestamp` (the API server's clock), when present and after 1970.
-pub fn node_created(node: &Node) -> Option<SystemTime> {
-    let created = node.metadata.creation_timestamp.as_ref()?;
-    let secs = u64::try_from(created.0.as_second()).ok()?;
-    Some(UNIX_EPOCH + Duration::from_secs(secs))
-}
-
-/// `metadata.name`, empty when absent.
-pub fn node_name(node: &Node) -> &str {
-    node.metadata.name.as_deref().unwrap_or_default()
 }
 
 fn node_annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {

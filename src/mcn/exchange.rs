@@ -52,9 +52,10 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::desired::{has_bootstrap_record, internal_ips, node_created, node_name};
+use super::desired::has_bootstrap_record;
 use super::matching::served_before;
 use super::served::{ServedLog, ServedRecord};
+use crate::api::node::{created as node_created, internal_ips, name as node_name};
 use crate::ignition::SpecVersion;
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;

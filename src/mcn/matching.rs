@@ -32,8 +32,8 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Node;
 
-use super::desired::{internal_ips, node_created, node_name, Bootstrap};
 use super::served::ServedRecord;
+use crate::api::node::{created as node_created, internal_ips, name as node_name};
 
 /// How much later than the Node's creation a served record may be and still be the node's own
 /// (the record's time is a replica's clock, the creation time the API server's). A machine is
@@ -134,6 +134,17 @@ impl ServedLookup for &MergedRecords {
     fn served_to(&self, address: IpAddr) -> Vec<Served> {
         (*self).served_to(address)
     }
+}
+
+/// A served-request record matched to a Node by one of its `InternalIP` addresses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bootstrap {
+    pub address: IpAddr,
+    pub record: ServedRecord,
+    /// The replica that served it, when known.
+    pub served_by: Option<String>,
+    /// Other replicas that served the same address earlier (sorted).
+    pub also_served_by: Vec<String>,
 }
 
 /// Why a record's source is unknown (the value of the MCN's `bootstrap-source-unknown`

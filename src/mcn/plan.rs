@@ -31,13 +31,14 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::desired::{
-    self, annotations, build_mcn, desired_config, has_bootstrap_record, is_ours, is_provisioning,
-    node_name, InitialStatus, NodeInputs, PoolServing, NOT_YET_SET,
+    self, annotations, build_mcn, desired_config, has_bootstrap_record, is_ours, InitialStatus,
+    NodeInputs, PoolServing, NOT_YET_SET,
 };
 use super::matching::{match_node, nodes_by_address, BootstrapMatch, ServedLookup};
 use super::served::ServedRecord;
 use crate::api::machineconfignode::{MachineConfigNode, MachineConfigNodeSpec, SpecConfigVersion};
-use crate::render::layered::selector::{primary_pool, PoolSelector};
+use crate::api::node::{is_provisioning, name as node_name};
+use crate::api::pool_membership::{primary_pool, PoolSelector};
 use crate::render::layered::{self};
 use crate::snapshot::Snapshot;
 

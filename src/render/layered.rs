@@ -2,9 +2,9 @@
 //!
 //! Owns the pure decision [`decide`] (cluster objects in, [`LayeredDecision`] out), the
 //! pre-built-image rule for the node annotations ([`node_annotation_image`]), the in-cluster
-//! registry hosts ([`registry_hosts`]), the pool-membership rules ([`selector`]) and a small
-//! per-pool [`DecisionTracker`] that reports served decisions (logs, metric, status board).
-//! The decision does no I/O and reads no clock, and this module never touches the Ignition
+//! registry hosts ([`registry_hosts`]). Pool membership comes from
+//! [`crate::api::pool_membership`] (shared with the MachineConfigNode publisher); reporting the
+//! decisions served is the server's ([`crate::server::layered_decisions`]). The decision does no I/O and reads no clock, and this module never touches the Ignition
 //! document itself: the render pipeline puts the chosen image into the node-annotations file
 //! and the encapsulated MachineConfig.
 //!
@@ -48,7 +48,7 @@
 //! A node has validated image `I` when, at the same time:
 //! - it belongs to `P`: its labels match `P`'s `spec.nodeSelector` and `P` is its *primary* pool
 //!   among [`LayeredInputs::pools`] (custom pool over `worker`, `master` over custom, none when
-//!   two custom pools claim it, none for Windows nodes; see [`selector`]). A node of another
+//!   two custom pools claim it, none for Windows nodes; see [`crate::api::pool_membership`]). A node of another
 //!   pool, even one running the same image, proves nothing about `P`;
 //! - it reports `I` exactly as its current image: node annotation
 //!   `machineconfiguration.openshift.io/currentImage`, or its MachineConfigNode's (same name)
@@ -70,8 +70,6 @@
 //! ([`encapsulated_os_image_url`]).
 
 mod registry;
-pub mod selector;
-mod tracker;
 
 #[cfg(test)]
 mod tests;
@@ -88,25 +86,9 @@ use crate::api::machineconfignode::{MachineConfigNode, CONDITION_NODE_DEGRADED};
 use crate::api::{MachineConfig, MachineConfigPool};
 
 pub use registry::{in_cluster_registry_host, registry_hosts, REGISTRY_NAMESPACE};
-pub use tracker::DecisionTracker;
 
-use selector::{primary_pool, PoolSelector};
-
-/// Cluster objects the layered-image decision reads. Empty in bootstrap mode.
-#[derive(Clone, Debug, Default)]
-pub struct LayeredInputs {
-    pub machine_os_configs: Vec<Arc<MachineOSConfig>>,
-    pub machine_os_builds: Vec<Arc<MachineOSBuild>>,
-    /// All Nodes (the decision selects the pool's own).
-    pub nodes: Vec<Arc<Node>>,
-    pub machine_config_nodes: Vec<Arc<MachineConfigNode>>,
-    /// Host prefixes of the in-cluster image registry (`<svc>.<ns>.svc:<port>`, route hosts):
-    /// images there are unreachable for a booting node.
-    pub registry_hosts: Vec<String>,
-    /// All MachineConfigPools, for the primary-pool rule when a node matches several pools.
-    /// When empty, a node belongs to the decided pool if that pool's selector matches it.
-    pub pools: Vec<Arc<MachineConfigPool>>,
-}
+use crate::api::pool_membership::{primary_pool, PoolSelector};
+use crate::snapshot::LayeredInputs;
 
 /// Why a pool's node gets the layered image or the base image. Each variant is one step of the
 /// rule in the module docs.

@@ -29,7 +29,7 @@ pub struct Rendered {
     /// The OS image put into the node annotations / encapsulated MC, if any (layered pools).
     pub image: Option<String>,
     /// Cluster mode: the layered-image decision behind `image`, reported per request by
-    /// [`layered::DecisionTracker`]. `None` in bootstrap mode.
+    /// [`crate::server::layered_decisions::DecisionTracker`]. `None` in bootstrap mode.
     pub layered: Option<layered::LayeredDecision>,
 }
 

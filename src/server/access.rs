@@ -6,11 +6,42 @@
 //! with an empty body, is logged without the token, and is counted with every other answer.
 
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use http::HeaderValue;
 use subtle::ConstantTimeEq as _;
+
+/// Why an access setting (`--allowed-source-cidrs`, `--require-token-file`) is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum AccessError {
+    #[error("{0:?} is not an IP address or CIDR")]
+    NotAnAddress(String),
+    #[error("{0:?} has an invalid prefix length")]
+    InvalidPrefix(String),
+    #[error("{}: {source}", path.display())]
+    ReadToken {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the token file is not UTF-8")]
+    TokenNotUtf8,
+    #[error("the token file is empty")]
+    TokenEmpty,
+}
+
+impl AccessError {
+    /// A short label for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::NotAnAddress(_) => "not_an_address",
+            Self::InvalidPrefix(_) => "invalid_prefix",
+            Self::ReadToken { .. } => "read_token",
+            Self::TokenNotUtf8 => "token_not_utf8",
+            Self::TokenEmpty => "token_empty",
+        }
+    }
+}
 
 /// An IPv4 or IPv6 network in CIDR notation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,7 +52,7 @@ pub struct Cidr {
 
 impl Cidr {
     /// Parse `a.b.c.d/n`, `x:y::/n`, or a bare address (a single host).
-    pub fn parse(text: &str) -> Result<Cidr, String> {
+    pub fn parse(text: &str) -> Result<Cidr, AccessError> {
         let text = text.trim();
         let (address, prefix) = match text.split_once('/') {
             Some((address, prefix)) => (address, Some(prefix)),
@@ -29,7 +60,7 @@ impl Cidr {
         };
         let network: IpAddr = address
             .parse()
-            .map_err(|_| format!("{text:?} is not an IP address or CIDR"))?;
+            .map_err(|_| AccessError::NotAnAddress(text.to_owned()))?;
         let max = if network.is_ipv4() { 32 } else { 128 };
         let prefix = match prefix {
             None => max,
@@ -37,7 +68,7 @@ impl Cidr {
                 .parse::<u8>()
                 .ok()
                 .filter(|p| *p <= max)
-                .ok_or_else(|| format!("{text:?} has an invalid prefix length"))?,
+                .ok_or_else(|| AccessError::InvalidPrefix(text.to_owned()))?,
         };
         Ok(Cidr { network, prefix })
     }
@@ -95,16 +126,19 @@ impl Denial {
 
 impl AccessPolicy {
     /// From `--allowed-source-cidrs` values and the `--require-token-file` contents.
-    pub fn new(allowed_sources: Vec<Cidr>, token: Option<Vec<u8>>) -> Result<AccessPolicy, String> {
+    pub fn new(
+        allowed_sources: Vec<Cidr>,
+        token: Option<Vec<u8>>,
+    ) -> Result<AccessPolicy, AccessError> {
         let token = match token {
             None => None,
             Some(bytes) => {
                 let trimmed = String::from_utf8(bytes)
-                    .map_err(|_| "the token file is not UTF-8".to_string())?
+                    .map_err(|_| AccessError::TokenNotUtf8)?
                     .trim()
                     .to_string();
                 if trimmed.is_empty() {
-                    return Err("the token file is empty".into());
+                    return Err(AccessError::TokenEmpty);
                 }
                 Some(Arc::from(trimmed.into_bytes()))
             }
@@ -116,8 +150,11 @@ impl AccessPolicy {
     }
 
     /// Read the token file for `--require-token-file`.
-    pub fn read_token(path: &Path) -> Result<Vec<u8>, String> {
-        std::fs::read(path).map_err(|e| format!("--require-token-file {}: {e}", path.display()))
+    pub fn read_token(path: &Path) -> Result<Vec<u8>, AccessError> {
+        std::fs::read(path).map_err(|source| AccessError::ReadToken {
+            path: path.to_owned(),
+            source,
+        })
     }
 
     /// Whether any restriction is configured.

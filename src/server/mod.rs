@@ -6,6 +6,7 @@
 
 pub mod access;
 pub mod admin;
+pub mod layered_decisions;
 pub mod listener;
 pub mod pool_path;
 pub mod stall;
@@ -29,11 +30,11 @@ use crate::events::EventNotices;
 use crate::ignition::{accept, SpecVersion};
 use crate::mcn::ServedLog;
 use crate::metrics::{Metrics, PoolLabel, PoolStatusBoard};
-use crate::render::layered::DecisionTracker;
 use crate::render::{self, RenderError, Rendered};
 use crate::snapshot::Snapshot;
 use crate::telemetry;
 use crate::telemetry::ErrorChain;
+use layered_decisions::DecisionTracker;
 
 /// Shared state of the request handlers: cheap handles only.
 #[derive(Clone)]

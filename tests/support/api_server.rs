@@ -4,20 +4,20 @@
 //!
 //! Both backends run the code under test over HTTP with the kubeconfig of
 //! [`ApiServer::kubeconfig_file`]; the fixture operations write through the API (fake: the
-//! same code path as HTTP). Powers only the fake has are explicit: a test step that needs one
-//! asks [`skip_on_real`], which records the step as not run on a real server.
+//! same code path as HTTP). Powers only the fake has are explicit: a test that needs one is
+//! marked `#[tier(in_test_apiserver)]`, ignored (with the reason) when the tests get a real
+//! server.
 //! `stop`/`restart` (kube-apiserver killed and started again on its port and storage),
 //! `compact` (etcd compaction), `requests` (the audit log of the code under test's
 //! identity) and ServiceAccount tokens authorized by RBAC have real counterparts.
-#![allow(dead_code)]
 
 use std::path::Path;
 
 use serde_json::Value;
 
-use crate::support::fake_apiserver::FakeApiServer;
-pub use crate::support::fake_apiserver::{ApiError, Options, RequestRecord, Scope};
-use crate::support::real_apiserver::{self, RealApiServer};
+use crate::fake_apiserver::FakeApiServer;
+pub use crate::fake_apiserver::{ApiError, Options, RequestRecord, Scope};
+use crate::real_apiserver::{self, RealApiServer};
 
 /// Namespaces every OpenShift cluster has and the code under test writes into (a fresh API
 /// server, real or in-test, has only `default` and the `kube-*` ones).
@@ -40,21 +40,6 @@ pub enum ApiServer {
     Real(Box<RealApiServer>),
 }
 
-/// `true` when the tests run on a real server, after recording `test` and `reason`
-/// as not run there: the caller returns. For steps that need a power only the in-test server
-/// has, e.g. writing while the code under test sees an outage.
-pub fn skip_on_real(test: &str, reason: &str) -> bool {
-    let real = real_apiserver::assets().is_some();
-    if real {
-        real_apiserver::record_not_run(&format!("{test} ({reason})"));
-    }
-    real
-}
-
-/// Why outage tests that change the cluster during the outage need the in-test server: it
-/// takes writes while refusing the code under test; a stopped kube-apiserver refuses both.
-pub const OUTAGE_WRITES: &str = "changes the cluster while the code under test sees an outage";
-
 macro_rules! either {
     ($self:ident, $server:ident => $call:expr) => {
         match $self {
@@ -67,12 +52,11 @@ macro_rules! either {
 impl ApiServer {
     /// A real kube-apiserver with the real CRDs (`options.crd_dir`, else the upstream tier's;
     /// `options.routes` decides whether the Route CRD is loaded) when `KUBEBUILDER_ASSETS` is
-    /// set, else the in-test server with `options` (and the tier is recorded as not run). A real
+    /// set, else the in-test server with `options`. A real
     /// server has its own bookmark interval and watch history and serves every built-in kind,
     /// so it ignores the other options.
     pub fn start(options: Options) -> Self {
         let Some(assets) = real_apiserver::assets() else {
-            real_apiserver::record_not_run(real_apiserver::TIER_NOT_RUN);
             let server = FakeApiServer::start(options);
             create_cluster_namespaces(|object| server.apply_object(object));
             return ApiServer::Fake(server);
@@ -80,12 +64,12 @@ impl ApiServer {
         let crd_dir = match options
             .crd_dir
             .clone()
-            .or_else(crate::support::upstream::crds)
+            .or_else(crate::upstream::crds_if_present)
         {
             Some(dir) => dir,
             None => panic!(
                 "the real API server tier loads the real CRDs: set {} (see README, Testing)",
-                crate::support::upstream::VAR
+                crate::upstream::VAR
             ),
         };
         let server = match RealApiServer::start(&assets, &crd_dir, options.routes) {

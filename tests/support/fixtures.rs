@@ -1,10 +1,7 @@
 //! The project's own test fixtures (`tests/fixtures/generated/`, written by
 //! `python3 tests/fixtures/generate.py`): what the self-contained tier tests against.
-//!
-//! Include it with `#[path = "support/fixtures.rs"] mod fixtures;` (or `support::fixtures`).
-#![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The master pool's rendered config in [`bootstrap_full`].
 pub const MASTER_RENDERED: &str = "rendered-master-b19762bf2111d4787ac714352cb8a882";
@@ -19,7 +16,7 @@ pub const KUBECONFIG_TOKEN: &str = "fixture-bootstrap-token-0f1e2d3c4b5a69788796
 
 /// `tests/fixtures/generated/`.
 pub fn generated() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/generated")
+    crate::mcs::repo().join("tests/fixtures/generated")
 }
 
 /// The full-size bootstrap base directory (pools master, worker, layered-worker).

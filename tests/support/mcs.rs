@@ -1,8 +1,5 @@
 //! Test harness for the real `machine-config-server` binary: start it on free loopback ports,
 //! wait until it serves, and talk HTTP/1.1 to it over plain TCP or TLS (rustls), byte for byte.
-//!
-//! Include it with `#[path = "support/mcs.rs"] mod mcs;`.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -12,12 +9,33 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Path of the binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_machine-config-server");
+/// Path of the binary under test: `machine-config-server` of the target directory the running
+/// test was built in (cargo builds a package's binaries before its integration tests, and puts
+/// the tests in `deps/` beside them).
+pub fn bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let mut dir = exe
+        .parent()
+        .expect("the test executable's directory")
+        .to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let bin = dir.join("machine-config-server");
+    assert!(
+        bin.is_file(),
+        "{} is missing: run the tests with cargo, which builds the binary first",
+        bin.display()
+    );
+    bin
+}
 
 /// Repository root.
 pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the repository root")
 }
 
 /// A free loopback port (bound then released; the server binds it right after).
@@ -103,7 +121,7 @@ impl Server {
     fn spawn(args: &[&str], env: &[(&str, &str)]) -> Server {
         let (secure, insecure, metrics) = (free_port(), free_port(), free_port());
         let certs = repo().join("certs");
-        let mut command = Command::new(BIN);
+        let mut command = Command::new(bin());
         command
             .args(["--bind-address", "127.0.0.1"])
             .args(["--secure-port", &secure.to_string()])

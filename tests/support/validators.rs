@@ -1,18 +1,13 @@
 //! Validators we did not write, for Ignition documents: Debian's `ignition-validate`
 //! (Ignition 2.14: specs 3.0-3.3, and 3.4 as `3.4.0-experimental`), part of the self-contained
 //! tier, and the upstream JSON schemas of specs 3.0-3.6 (upstream tier, `MCS_UPSTREAM_ASSETS`).
-//!
-//! Include it with `#[path = "support/validators.rs"] mod validators;`.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
-/// The upstream tier (re-exported so that a test including this file need not load it twice).
-#[path = "upstream.rs"]
-pub mod upstream;
+use crate::upstream;
 
 pub const IGNITION_VALIDATE: &str = "/usr/bin/ignition-validate";
 
@@ -55,14 +50,14 @@ pub fn run_ignition_validate(dir: &Path, value: &Value) -> (bool, String) {
     (output.status.success(), report)
 }
 
-/// The compiled upstream JSON schema of spec `3.N` (`minor` = N, 0 to 6); `None` when the
-/// upstream schemas are not available (the group is recorded as not run).
-pub fn schema(minor: u8) -> Option<jsonschema::Validator> {
-    let path: PathBuf = upstream::ignition_schemas()?.join(format!("v3_{minor}.json"));
+/// The compiled upstream JSON schema of spec `3.N` (`minor` = N, 0 to 6), for
+/// `#[tier(upstream)]` tests.
+pub fn schema(minor: u8) -> jsonschema::Validator {
+    let path: PathBuf = upstream::ignition_schemas().join(format!("v3_{minor}.json"));
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("schema {} must exist: {e}", path.display()));
     let schema: Value = serde_json::from_str(&text).expect("schema is JSON");
-    Some(jsonschema::validator_for(&schema).expect("schema compiles"))
+    jsonschema::validator_for(&schema).expect("schema compiles")
 }
 
 /// Panics with every violation when `value` does not match `validator`.

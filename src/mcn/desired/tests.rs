@@ -4,6 +4,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::json;
 
 use crate::ignition::SpecVersion;
+use crate::mcn::served::ServedRecord;
 
 const DIGEST_IMAGE: &str = "quay.example.com/ocp/os@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
@@ -304,22 +305,4 @@ fn initial_status_of_a_node_behind_or_not_yet_reporting() {
     let wire = serde_json::to_value(&status).unwrap();
     assert!(wire["configVersion"].get("current").is_none(), "{wire}");
     assert_eq!(wire["configVersion"]["desired"], NOT_YET_SET);
-}
-
-#[test]
-fn node_facts() {
-    let node = node(&[]);
-    assert_eq!(
-        internal_ips(&node),
-        vec![
-            "10.0.0.21".parse::<IpAddr>().unwrap(),
-            "fd00::21".parse().unwrap()
-        ]
-    );
-    assert!(!is_provisioning(&node));
-    for phase in ["Pending", "Provisioning"] {
-        let mut pending = node.clone();
-        pending.status.as_mut().unwrap().phase = Some(phase.into());
-        assert!(is_provisioning(&pending));
-    }
 }

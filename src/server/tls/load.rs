@@ -105,7 +105,7 @@ pub(super) fn build(pair: &PemPair, policy: &TlsPolicy) -> Result<LoadedCertific
     let not_after_unix =
         leaf_not_after_unix(leaf).map_err(|reason| TlsError::InvalidCertificate {
             path: cert_path.clone(),
-            reason,
+            reason: reason.to_string(),
         })?;
 
     let key_der = PrivateKeyDer::from_pem_slice(&pair.key_pem).map_err(|err| match err {
@@ -173,11 +173,28 @@ fn pem_error(path: &Path, err: pem::Error) -> TlsError {
     }
 }
 
+/// Why a certificate's notAfter could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DerError {
+    #[error("truncated DER at {0}")]
+    Truncated(&'static str),
+    #[error("bad DER length at {0}")]
+    BadLength(&'static str),
+    #[error("unexpected DER tag {found:#04x} at {what} (expected {expected:#04x})")]
+    UnexpectedTag {
+        what: &'static str,
+        found: u8,
+        expected: u8,
+    },
+    #[error("malformed notAfter time")]
+    MalformedTime,
+}
+
 /// The notAfter of a DER certificate, in seconds since the Unix epoch.
 ///
 /// Walks `Certificate → tbsCertificate → [version] serialNumber signature issuer validity` and
 /// decodes the second `Time` (UTCTime or GeneralizedTime in the RFC 5280 form `...Z`).
-pub fn leaf_not_after_unix(cert: &CertificateDer<'_>) -> Result<i64, String> {
+pub fn leaf_not_after_unix(cert: &CertificateDer<'_>) -> Result<i64, DerError> {
     const SEQUENCE: u8 = 0x30;
     const INTEGER: u8 = 0x02;
     const VERSION: u8 = 0xa0; // [0] EXPLICIT
@@ -193,13 +210,13 @@ pub fn leaf_not_after_unix(cert: &CertificateDer<'_>) -> Result<i64, String> {
     let (validity, _) = der_expect(rest, SEQUENCE, "validity")?;
     let (_, _, rest) = der_read(validity, "notBefore")?;
     let (tag, not_after, _) = der_read(rest, "notAfter")?;
-    decode_time(tag, not_after).ok_or_else(|| "malformed notAfter time".to_owned())
+    decode_time(tag, not_after).ok_or(DerError::MalformedTime)
 }
 
 /// Reads one DER TLV: (tag, contents, rest). Single-byte tags and definite lengths only, which is
 /// all DER allows for the fields walked here.
-fn der_read<'a>(input: &'a [u8], what: &str) -> Result<(u8, &'a [u8], &'a [u8]), String> {
-    let truncated = || format!("truncated DER at {what}");
+fn der_read<'a>(input: &'a [u8], what: &'static str) -> Result<(u8, &'a [u8], &'a [u8]), DerError> {
+    let truncated = || DerError::Truncated(what);
     let (&tag, rest) = input.split_first().ok_or_else(truncated)?;
     let (&first, rest) = rest.split_first().ok_or_else(truncated)?;
     let (len, rest) = if first < 0x80 {
@@ -207,7 +224,7 @@ fn der_read<'a>(input: &'a [u8], what: &str) -> Result<(u8, &'a [u8], &'a [u8]),
     } else {
         let count = usize::from(first & 0x7f);
         if count == 0 || count > 4 || rest.len() < count {
-            return Err(format!("bad DER length at {what}"));
+            return Err(DerError::BadLength(what));
         }
         let len = rest[..count]
             .iter()
@@ -220,12 +237,18 @@ fn der_read<'a>(input: &'a [u8], what: &str) -> Result<(u8, &'a [u8], &'a [u8]),
     Ok((tag, &rest[..len], &rest[len..]))
 }
 
-fn der_expect<'a>(input: &'a [u8], tag: u8, what: &str) -> Result<(&'a [u8], &'a [u8]), String> {
+fn der_expect<'a>(
+    input: &'a [u8],
+    tag: u8,
+    what: &'static str,
+) -> Result<(&'a [u8], &'a [u8]), DerError> {
     let (found, contents, rest) = der_read(input, what)?;
     if found != tag {
-        return Err(format!(
-            "unexpected DER tag {found:#04x} at {what} (expected {tag:#04x})"
-        ));
+        return Err(DerError::UnexpectedTag {
+            what,
+            found,
+            expected: tag,
+        });
     }
     Ok((contents, rest))
 }

@@ -16,9 +16,9 @@ use crate::api::imagebuild::{MachineOSBuild, MachineOSConfig, Route};
 use crate::api::machineconfignode::MachineConfigNode;
 use crate::api::{ControllerConfig, MachineConfig, MachineConfigPool};
 use crate::render::layered::{
-    machine_config_node_render_digest, node_render_digest, registry_hosts, LayeredInputs,
+    machine_config_node_render_digest, node_render_digest, registry_hosts,
 };
-use crate::snapshot::{LoadError, Mode, Snapshot};
+use crate::snapshot::{LayeredInputs, LoadError, Mode, Snapshot};
 
 /// Name of the one ControllerConfig the server reads.
 pub const CONTROLLER_CONFIG_NAME: &str = "machine-config-controller";
@@ -302,7 +302,7 @@ fn loaded<K>(what: &str, object: &Lenient<K>) -> Result<Arc<K>, LoadError> {
         .cloned()
         .map_err(|reason| LoadError::Invalid {
             what: format!("{what} {:?}", object.name()),
-            reason: reason.to_owned(),
+            reason: reason.to_string(),
         })
 }
 

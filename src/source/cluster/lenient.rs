@@ -26,12 +26,18 @@ use serde::{Deserialize, Deserializer};
 #[derive(Clone, Debug)]
 pub struct Lenient<K> {
     metadata: ObjectMeta,
-    object: Result<Arc<K>, String>,
+    object: Result<Arc<K>, Undecodable>,
 }
+
+/// Why an object could not be decoded into our type (the decoder's words, kept because the
+/// decoder's own error is neither `Clone` nor shareable between snapshots).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Undecodable(pub String);
 
 impl<K> Lenient<K> {
     /// Wraps an already typed object (tests and callers that build objects themselves).
-    pub fn new(metadata: ObjectMeta, object: Result<Arc<K>, String>) -> Self {
+    pub fn new(metadata: ObjectMeta, object: Result<Arc<K>, Undecodable>) -> Self {
         Lenient { metadata, object }
     }
 
@@ -78,8 +84,8 @@ impl<K> Lenient<K> {
     }
 
     /// The decoded object, or why it could not be decoded.
-    pub fn object(&self) -> Result<&Arc<K>, &str> {
-        self.object.as_ref().map_err(String::as_str)
+    pub fn object(&self) -> Result<&Arc<K>, &Undecodable> {
+        self.object.as_ref()
     }
 }
 
@@ -111,7 +117,7 @@ pub fn decode_via_value<'de, K: DeserializeOwned, D: Deserializer<'de>>(
     };
     let object = serde_json::from_value::<K>(value)
         .map(Arc::new)
-        .map_err(|error| error.to_string());
+        .map_err(|error| Undecodable(error.to_string()));
     // A decoded object carries its own metadata; the wrapper keeps only what identifies
     // it, instead of a second copy of every label and annotation (thousands of Nodes).
     let metadata = match object {
@@ -203,7 +209,7 @@ mod tests {
         assert_eq!(parsed.resource_version(), "12");
         let reason = parsed.object().expect_err("spec.fips is a string");
         assert!(
-            reason.contains("fips") || reason.contains("boolean"),
+            reason.0.contains("fips") || reason.0.contains("boolean"),
             "{reason}"
         );
     }

@@ -41,8 +41,8 @@
 //! thread and runtime (so tests that block do not stall it), stopping and restarting it on the
 //! same port, the kubeconfig, and helpers that write through the same code path as HTTP.
 //!
-//! Usage (in `tests/<name>.rs`, with `mod support;`):
-//! ```ignore
+//! Usage (in `tests/<name>.rs`):
+//! ```text
 //! use support::fake_apiserver::{FakeApiServer, Options};
 //!
 //! let api = FakeApiServer::start(Options::default());

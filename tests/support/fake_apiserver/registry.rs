@@ -329,15 +329,14 @@ pub fn derived_crds() -> &'static [ResourceDef] {
     })
 }
 
-/// The real OpenShift CRDs (upstream tier, `MCS_UPSTREAM_ASSETS`), parsed once per test
-/// binary; `None` when the assets are not available (the group is then recorded as not run).
-pub fn real_crds() -> Option<&'static [ResourceDef]> {
-    static CRDS: OnceLock<Option<Vec<ResourceDef>>> = OnceLock::new();
+/// The real OpenShift CRDs (upstream tier, `MCS_UPSTREAM_ASSETS`; for `#[tier(upstream)]`
+/// tests), parsed once per test binary.
+pub fn real_crds() -> &'static [ResourceDef] {
+    static CRDS: OnceLock<Vec<ResourceDef>> = OnceLock::new();
     CRDS.get_or_init(|| {
-        let dir = super::super::upstream::crds()?;
-        Some(load_crd_dir(&dir).unwrap_or_else(|e| panic!("the real CRDs: {e}")))
+        let dir = crate::upstream::crds();
+        load_crd_dir(&dir).unwrap_or_else(|e| panic!("the real CRDs: {e}"))
     })
-    .as_deref()
 }
 
 /// Every CRD (`*.yaml`, `*.yml`, `*.json`) in `dir`, sorted by file name.

@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::process;
-use crate::support::fake_apiserver::{
+use crate::fake_apiserver::{
     apply_yaml_dir, apply_yaml_file, apply_yaml_str, yaml_files, yaml_objects, ApiError, Scope,
     FIXTURE_MANAGER,
 };

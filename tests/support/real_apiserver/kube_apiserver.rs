@@ -17,7 +17,7 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use super::process::{free_loopback_port, Process};
-use crate::support::fake_apiserver::RequestRecord;
+use crate::fake_apiserver::RequestRecord;
 
 /// User of the client identity the tests' own client uses (fixtures, reads).
 pub const FIXTURE_USER: &str = "mcs-test-fixtures";

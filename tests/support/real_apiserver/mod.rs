@@ -1,9 +1,9 @@
 //! The real-server tier, the envtest convention: when `KUBEBUILDER_ASSETS` names a directory
 //! holding `kube-apiserver` (and optionally `etcd`), the cluster tests run against a real
 //! kube-apiserver started on loopback, with the real CRDs of the upstream tier loaded
-//! (`MCS_UPSTREAM_ASSETS`: this tier requires them). Otherwise they run on the in-test
-//! server and the tier is recorded as not run under `target/tmp/real-apiserver-not-run/`,
-//! which `.ci/run` reports in one `not run:` line, as `support::upstream` does for its groups.
+//! (`MCS_UPSTREAM_ASSETS`: this tier requires them). Otherwise they run on the in-test server;
+//! the tests that only a real server can run are marked `#[tier(real_apiserver)]`, and
+//! `.ci/run`'s summary says whether the tier ran.
 //!
 //! This module owns [`RealApiServer`]: etcd ([`etcd`]) and kube-apiserver ([`kube_apiserver`])
 //! as child processes in a temporary directory, readiness, the CRDs loaded and Established,
@@ -11,7 +11,6 @@
 //! compaction, request log). The fixture operations are [`client::ApiClient`]'s (it derefs to
 //! one). Dropping it stops both processes and removes the directory. Tests get it through
 //! `support::api_server`.
-#![allow(dead_code)]
 
 pub mod client;
 pub mod etcd;
@@ -21,7 +20,7 @@ pub mod process;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::support::fake_apiserver::RequestRecord;
+use crate::fake_apiserver::RequestRecord;
 use client::ApiClient;
 use etcd::Etcd;
 use kube_apiserver::{Credentials, KubeApiServer, Pki};
@@ -63,28 +62,6 @@ pub fn assets_in(value: Option<std::ffi::OsString>) -> Option<Assets> {
     })
 }
 
-/// What the `not run:` line says when the tier did not run at all.
-pub const TIER_NOT_RUN: &str = "set KUBEBUILDER_ASSETS to a directory with kube-apiserver";
-
-/// Directory where what did not run on a real server is recorded (one file per item).
-pub fn not_run_dir() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("real-apiserver-not-run")
-}
-
-/// Records `item` (the tier, or a step that needs the in-test server) as not run on a real
-/// server, for `.ci/run`'s closing lines.
-pub fn record_not_run(item: &str) {
-    let dir = not_run_dir();
-    let file: String = item
-        .chars()
-        .take(80)
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    if std::fs::create_dir_all(&dir).is_ok() {
-        let _ = std::fs::write(dir.join(file), format!("{item}\n"));
-    }
-}
-
 /// A real kube-apiserver with its etcd, on loopback.
 pub struct RealApiServer {
     // Dropped in declaration order: the client, then kube-apiserver, then etcd
@@ -94,7 +71,7 @@ pub struct RealApiServer {
     etcd: Etcd,
     pki: Pki,
     kubeconfig: PathBuf,
-    dir: tempfile::TempDir,
+    _dir: tempfile::TempDir,
 }
 
 impl RealApiServer {
@@ -154,7 +131,7 @@ impl RealApiServer {
             etcd,
             pki,
             kubeconfig,
-            dir,
+            _dir: dir,
         };
         match server.wait_ready() {
             Ok(()) => Ok(server),

@@ -2,8 +2,8 @@
 //! line when a pool's decision changes, the `mcs_layered_decisions_total` metric and the pool's
 //! entry on the admin status board.
 //!
-//! Stateful (the last decision per pool), so it lives outside the pure [`super::decide`]. The
-//! server owns one [`DecisionTracker`] in its application state and calls
+//! Stateful (the last decision per pool), so it lives beside the server that serves the decisions,
+//! outside the pure [`crate::render::layered::decide`]. The server owns one [`DecisionTracker`] in its application state and calls
 //! [`DecisionTracker::observe`] for every config served in cluster mode, with the decision the
 //! render carried ([`crate::render::Rendered::layered`]). Reports names and image pull specs
 //! only, never secrets.
@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
-use super::{DecisionReason, LayeredDecision};
 use crate::metrics::{Metrics, PoolLabel, PoolStatusBoard};
+use crate::render::layered::{DecisionReason, LayeredDecision};
 
 /// What identifies a pool's decision for change detection. The validating node is left out: a
 /// different node proving the same image changes nothing a booting node gets.

@@ -2,24 +2,19 @@
 //! fixtures (rendered MachineConfigs, pools and ControllerConfig from
 //! `tests/fixtures/generated/bootstrap-full`, completed as the operator completes them in a
 //! cluster), loaded into the fake API server, and a node-bootstrapper token directory.
-//!
-//! Include with `#[path = "cluster_support/mod.rs"] mod cluster_support;` after `mod support;`.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::support::api_server::FixtureApi;
+use crate::api_server::FixtureApi;
 
 /// `--apiserver-url` of every test.
 pub const APISERVER_URL: &str = "https://api-int.example.com:6443";
 /// The master pool's rendered config in the fixture.
-#[allow(unused_imports)]
-pub use crate::support::fixtures::MASTER_RENDERED;
+pub use crate::fixtures::MASTER_RENDERED;
 /// The worker pool's rendered config in the fixture.
-#[allow(unused_imports)]
-pub use crate::support::fixtures::WORKER_RENDERED;
+pub use crate::fixtures::WORKER_RENDERED;
 /// `ca.crt` of the token directory.
 pub const FILE_CA: &str = "-----BEGIN CERTIFICATE-----\nFILE CA\n-----END CERTIFICATE-----\n";
 /// `token` of the token directory at start.
@@ -27,7 +22,7 @@ pub const FIRST_TOKEN: &str = "token-1";
 pub const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
 
 pub fn fixture_dir() -> PathBuf {
-    crate::support::fixtures::bootstrap_full()
+    crate::fixtures::bootstrap_full()
 }
 
 /// The realistic MachineConfigs, pools and ControllerConfig, plus the image registry's

@@ -1,8 +1,6 @@
 //! Shared test data for the ignition integration tests: a corpus of 3.5 configs, each with the
 //! oldest spec it can be served in, exercising every translated field.
 
-#![allow(dead_code)]
-
 use machine_config_server::ignition::{parse_config, Config, SpecVersion};
 use serde_json::{json, Value};
 

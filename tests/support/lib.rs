@@ -1,0 +1,61 @@
+//! Test support of machine-config-server, a dev-only crate of the workspace: what the
+//! integration tests (`tests/*.rs`) and the benches share. The tests name it `support`
+//! (`support = { package = "mcs-test-support", ... }` in the root `Cargo.toml`).
+//!
+//! - [`mcs`]: the real `machine-config-server` binary on free loopback ports, and HTTP/1.1 to
+//!   it over TCP or TLS, byte for byte.
+//! - [`api_server`]: the Kubernetes API server a test gets: the in-test one
+//!   ([`fake_apiserver`]), or a real kube-apiserver ([`real_apiserver`]) when
+//!   `KUBEBUILDER_ASSETS` names one.
+//! - [`cluster`]: the project's fixtures loaded into an API server as a cluster has them.
+//! - [`fixtures`], [`upstream`]: the project's own fixtures, and the upstream assets
+//!   (`MCS_UPSTREAM_ASSETS`).
+//! - [`ignition_samples`], [`validators`]: Ignition configs exercising every translated field,
+//!   and the real Ignition validators (Debian's `ignition`, the upstream JSON schemas).
+//! - [`tier`]: the `#[tier(...)]` attribute of tests that need more than this repository.
+
+pub mod api_server;
+pub mod cluster;
+pub mod fake_apiserver;
+pub mod fixtures;
+pub mod ignition_samples;
+pub mod mcs;
+pub mod real_apiserver;
+pub mod upstream;
+pub mod validators;
+
+/// `#[tier(NAME)]`: a test of a tier this machine cannot run is compiled as ignored, with the
+/// reason (see the `mcs-test-macros` crate for the tiers and how they are probed).
+pub use mcs_test_macros::tier;
+
+/// A complete `machine-config-controller` ControllerConfig, as the cluster tests load it into
+/// the fake API server.
+pub const CONTROLLER_CONFIG: &str = include_str!("controller-config.yaml");
+
+/// `GET path` through `router` without a socket, with the headers a current Ignition sends
+/// (spec 3.5 preferred): the status and the body.
+pub async fn router_get(router: &axum::Router, path: &str) -> (http::StatusCode, Vec<u8>) {
+    use http_body_util::BodyExt as _;
+    use tower::ServiceExt as _;
+    let request = http::Request::get(path)
+        .header(
+            "Accept",
+            "application/vnd.coreos.ignition+json;version=3.5.0, */*;q=0.1",
+        )
+        .header("User-Agent", "Ignition/2.20.0")
+        .body(axum::body::Body::empty())
+        .expect("request");
+    let response = router
+        .clone()
+        .oneshot(request)
+        .await
+        .expect("infallible router");
+    let status = response.status();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (status, body.to_vec())
+}

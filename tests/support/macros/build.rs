@@ -1,0 +1,106 @@
+//! Probes which test tiers this machine can run, once per build of the `#[tier]` attribute, and
+//! bakes the answers into it (`MCS_TIER_<NAME>` = `1` or the reason it cannot run).
+//!
+//! Cargo builds this again (and so recompiles the tests) when a variable that names an input
+//! changes, when a probed tool file appears or goes, or when Debian's package database changes
+//! (a tool installed or removed with apt). The probes are the only place that decides a tier.
+
+use std::path::{Path, PathBuf};
+
+/// The upstream assets' parts every test of the tier may use.
+const UPSTREAM_PARTS: [&str; 4] = [
+    "crds",
+    "fixtures/bootstrap-realistic",
+    "schemas/ignition",
+    "api-corpus",
+];
+/// Debian's `ignition` package: the client in the initramfs module and the validator.
+const IGNITION_FILES: [&str; 2] = [
+    "/usr/lib/dracut/modules.d/30ignition/ignition",
+    "/usr/bin/ignition-validate",
+];
+const DPKG_STATUS: &str = "/var/lib/dpkg/status";
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    for var in ["MCS_UPSTREAM_ASSETS", "KUBEBUILDER_ASSETS", "PATH"] {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+    if Path::new(DPKG_STATUS).exists() {
+        println!("cargo:rerun-if-changed={DPKG_STATUS}");
+    }
+    let upstream = env_dir("MCS_UPSTREAM_ASSETS").map_or_else(
+        || Err("set MCS_UPSTREAM_ASSETS to the upstream assets (crds/, fixtures/, schemas/, api-corpus/); .ci/run uses ../shared".to_string()),
+        |dir| {
+            let missing: Vec<&str> = UPSTREAM_PARTS
+                .into_iter()
+                .filter(|part| !dir.join(part).exists())
+                .collect();
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "MCS_UPSTREAM_ASSETS={} lacks {}",
+                    dir.display(),
+                    missing.join(", ")
+                ))
+            }
+        },
+    );
+    let promtool = on_path("promtool")
+        .map(|path| watch(&path))
+        .ok_or_else(|| "needs promtool: apt-get install prometheus".to_string());
+    let ignition = IGNITION_FILES
+        .iter()
+        .map(|file| {
+            let path = Path::new(file);
+            if path.is_file() {
+                watch(path);
+                Ok(())
+            } else {
+                Err(format!("needs {file}: apt-get install ignition"))
+            }
+        })
+        .collect::<Result<Vec<()>, String>>()
+        .map(|_| ());
+    let real = env_dir("KUBEBUILDER_ASSETS")
+        .filter(|dir| dir.join("kube-apiserver").is_file())
+        .map(|dir| watch(&dir.join("kube-apiserver")))
+        .ok_or_else(|| {
+            "needs a real kube-apiserver: set KUBEBUILDER_ASSETS to a directory with kube-apiserver"
+                .to_string()
+        });
+    let in_test = match &real {
+        Ok(()) => Err("needs the in-test API server (it changes the cluster while the code under test sees an outage); KUBEBUILDER_ASSETS is set".to_string()),
+        Err(_) => Ok(()),
+    };
+    for (tier, decision) in [
+        ("UPSTREAM", upstream),
+        ("PROMTOOL", promtool),
+        ("IGNITION", ignition),
+        ("REAL_APISERVER", real),
+        ("IN_TEST_APISERVER", in_test),
+    ] {
+        let value = match decision {
+            Ok(()) => "1".to_string(),
+            Err(reason) => reason,
+        };
+        println!("cargo:rustc-env=MCS_TIER_{tier}={value}");
+    }
+}
+
+fn env_dir(var: &str) -> Option<PathBuf> {
+    let value = std::env::var_os(var).filter(|v| !v.is_empty())?;
+    Some(PathBuf::from(value)).filter(|dir| dir.is_dir())
+}
+
+fn on_path(tool: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(tool))
+        .find(|path| path.is_file())
+}
+
+/// Rebuild when `path` changes or goes away.
+fn watch(path: &Path) {
+    println!("cargo:rerun-if-changed={}", path.display());
+}
