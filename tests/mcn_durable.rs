@@ -16,15 +16,17 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use balancer::{fetch_like_ignition, served_rendered_config, Balancer};
+use balancer::{fetch_config, fetch_like_ignition, served_rendered_config, Balancer};
 use cluster_support::{
     load_realistic_cluster, mcn_annotation, token_dir, worker_node, APISERVER_URL,
 };
 use machine_config_server::mcn;
 use mcs::{poll, Server};
 use support::api_server::{ApiServer, Options};
+use support::fault_proxy::{FaultProxy, HoldAt, Logged};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 const REPLICAS: usize = 3;
@@ -41,10 +43,20 @@ fn start_replica(
     slot: usize,
     generation: usize,
 ) -> Server {
+    start_replica_on(api.kubeconfig_file(), tokens, slot, generation)
+}
+
+/// [`start_replica`] with the API server of `kubeconfig` (e.g. a fault proxy's).
+fn start_replica_on(
+    kubeconfig: &Path,
+    tokens: &tempfile::TempDir,
+    slot: usize,
+    generation: usize,
+) -> Server {
     let pod = format!("mcs-pod-{slot}-{generation}");
     let node = node_name(slot);
     let server = Server::start_cluster(
-        api.kubeconfig_file(),
+        kubeconfig,
         APISERVER_URL,
         tokens.path(),
         &[
@@ -154,4 +166,214 @@ fn a_replica_killed_right_after_answering_loses_no_record() {
         balancer.set_upstream(slot, replicas[slot].insecure);
     }
     every_node_gets_its_record(&api, &served);
+}
+
+/// The served-records write that carries `address`'s record.
+fn carries_record_of(address: IpAddr) -> impl Fn(&str, &str, &[u8]) -> bool + Send + 'static {
+    let needle = format!("\\\"{address}\\\"");
+    move |method, uri, body| {
+        method == "PATCH"
+            && uri.contains(&format!("/configmaps/{}", mcn::exchange::DEFAULT_NAME))
+            && String::from_utf8_lossy(body).contains(&needle)
+    }
+}
+
+#[test]
+fn a_replica_killed_in_the_middle_of_the_write_loses_no_record() {
+    let api = ApiServer::start(Options::default());
+    load_realistic_cluster(&api);
+    let tokens = token_dir();
+    // One proxy per replica between it and the API server, to hold its write.
+    let proxies: Vec<FaultProxy> = (0..REPLICAS)
+        .map(|_| FaultProxy::start(api.kubeconfig_file()))
+        .collect();
+    let mut generation = 0;
+    let mut replicas: Vec<Server> = (0..REPLICAS)
+        .map(|slot| start_replica_on(proxies[slot].kubeconfig_file(), &tokens, slot, generation))
+        .collect();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let balancer = runtime.block_on(Balancer::start(
+        replicas.iter().map(|s| s.insecure).collect(),
+    ));
+
+    // The replica dies while the write carrying the machine's record is on its way to the API
+    // server (it never arrives), or after the API server applied it but before the replica
+    // heard back. The machine retries as Ignition does; the next replica answers.
+    let moments = [
+        HoldAt::BeforeForwarding,
+        HoldAt::AfterAnswer,
+        HoldAt::BeforeForwarding,
+        HoldAt::AfterAnswer,
+        HoldAt::BeforeForwarding,
+        HoldAt::AfterAnswer,
+    ];
+    let mut served = BTreeMap::new();
+    for (n, at) in moments.into_iter().enumerate() {
+        let i = 100 + n;
+        let held: Vec<_> = proxies
+            .iter()
+            .map(|proxy| proxy.hold_next(at, carries_record_of(machine(i))))
+            .collect();
+        let fetch = runtime.spawn(fetch_like_ignition(balancer.address, machine(i), DEADLINE));
+        let slot = poll("the write carrying the record held", DEADLINE, || {
+            held.iter().position(|h| h.try_recv().is_ok())
+        });
+        replicas[slot].kill();
+        for proxy in &proxies {
+            proxy.clear_hold();
+        }
+        let (response, failed_attempts) = runtime.block_on(fetch).unwrap();
+        let answered_by = balancer.last_choice(machine(i)).unwrap();
+        eprintln!(
+            "{at:?}: the write of replica {slot} held, replica killed; the machine got its config from replica {answered_by} after {failed_attempts} failed attempts"
+        );
+        served.insert(
+            i,
+            Served {
+                replica: node_name(answered_by),
+                rendered_config: served_rendered_config(&response.json()),
+                kill: format!("mid-write ({at:?})"),
+            },
+        );
+        generation += 1;
+        replicas[slot] =
+            start_replica_on(proxies[slot].kubeconfig_file(), &tokens, slot, generation);
+        balancer.set_upstream(slot, replicas[slot].insecure);
+    }
+    every_node_gets_its_record(&api, &served);
+}
+
+/// Start times of `log`'s served-records writes.
+fn record_writes(log: &[Logged]) -> Vec<Instant> {
+    log.iter()
+        .filter(|entry| {
+            entry.method == "PATCH"
+                && entry
+                    .uri
+                    .contains(&format!("/configmaps/{}", mcn::exchange::DEFAULT_NAME))
+        })
+        .map(|entry| entry.at)
+        .collect()
+}
+
+/// The most of `times` within any one second.
+fn most_in_one_second(times: &[Instant]) -> usize {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    (0..sorted.len())
+        .map(|i| {
+            sorted[i..]
+                .iter()
+                .take_while(|t| t.duration_since(sorted[i]) < Duration::from_secs(1))
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_storm_of_500_machines_is_answered_within_2_s_at_p99_with_a_few_batched_writes() {
+    const MACHINES: usize = 500;
+    let api = ApiServer::start(Options::default());
+    load_realistic_cluster(&api);
+    let tokens = token_dir();
+    // Proxies without faults: their logs tell each replica's writes apart, with times.
+    let proxies: Vec<FaultProxy> = (0..REPLICAS)
+        .map(|_| FaultProxy::start(api.kubeconfig_file()))
+        .collect();
+    let replicas: Vec<Server> = (0..REPLICAS)
+        .map(|slot| start_replica_on(proxies[slot].kubeconfig_file(), &tokens, slot, 0))
+        .collect();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let balancer = runtime.block_on(Balancer::start(
+        replicas.iter().map(|s| s.insecure).collect(),
+    ));
+    let storm_machine = |i: usize| {
+        IpAddr::V4(Ipv4Addr::new(
+            127,
+            10,
+            5 + (i / 250) as u8,
+            (i % 250 + 1) as u8,
+        ))
+    };
+
+    let started = Instant::now();
+    let results = runtime.block_on(async {
+        let fetches: Vec<_> = (0..MACHINES)
+            .map(|i| {
+                let (to, from) = (balancer.address, storm_machine(i));
+                tokio::spawn(async move {
+                    let asked = Instant::now();
+                    let response = fetch_config(to, from).await;
+                    (response.map(|r| r.status), asked.elapsed())
+                })
+            })
+            .collect();
+        let mut results = Vec::new();
+        for fetch in fetches {
+            results.push(fetch.await.unwrap());
+        }
+        results
+    });
+    let storm = started.elapsed();
+    let errors: Vec<String> = results
+        .iter()
+        .filter(|(status, _)| !matches!(status, Ok(200)))
+        .map(|(status, _)| format!("{status:?}"))
+        .collect();
+    let mut latencies: Vec<Duration> = results.iter().map(|(_, took)| *took).collect();
+    latencies.sort();
+    let p99 = latencies[MACHINES * 99 / 100 - 1];
+    let p50 = latencies[MACHINES / 2];
+
+    let writes: Vec<Vec<Instant>> = proxies.iter().map(|p| record_writes(&p.log())).collect();
+    let per_second: Vec<usize> = writes.iter().map(|w| most_in_one_second(w)).collect();
+    let not_durable: f64 = replicas
+        .iter()
+        .map(|r| {
+            let body = mcs::request(r.metrics, None, "GET", "/metrics", &[]).body;
+            String::from_utf8_lossy(&body)
+                .lines()
+                .filter(|l| l.starts_with("mcs_mcn_records_served_before_durable_total "))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>()
+        })
+        .sum();
+    eprintln!(
+        "{MACHINES} machines at once through 3 replicas: {} errors, p50 {p50:?}, p99 {p99:?}, max {:?}, all answered in {storm:?}; \
+         served-record writes per replica {:?} (most in one second {per_second:?}); answers sent before their record was durable: {not_durable}",
+        errors.len(),
+        latencies[MACHINES - 1],
+        writes.iter().map(Vec::len).collect::<Vec<_>>(),
+    );
+    assert!(errors.is_empty(), "failed fetches: {errors:?}");
+    assert!(p99 < Duration::from_secs(2), "p99 {p99:?}");
+    for (slot, most) in per_second.iter().enumerate() {
+        assert!(
+            *most <= 5,
+            "replica {slot}: {most} record writes in one second"
+        );
+    }
+    assert!(
+        writes.iter().map(Vec::len).sum::<usize>() < MACHINES / 5,
+        "writes are batched, never one per request"
+    );
+    assert_eq!(not_durable, 0.0, "every answer waited for its record");
+    // Every record reached the shared object.
+    poll("every record published", DEADLINE, || {
+        let object = api.get(
+            "ConfigMap",
+            Some(cluster_support::MCO_NAMESPACE),
+            mcn::exchange::DEFAULT_NAME,
+        )?;
+        let published: usize = object["data"]
+            .as_object()?
+            .values()
+            .filter_map(|text| {
+                let value: serde_json::Value = serde_json::from_str(text.as_str()?).ok()?;
+                Some(value["served"].as_array()?.len())
+            })
+            .sum();
+        (published == MACHINES).then_some(())
+    });
 }

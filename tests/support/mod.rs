@@ -3,6 +3,7 @@
 
 pub mod api_server;
 pub mod fake_apiserver;
+pub mod fault_proxy;
 pub mod fixtures;
 pub mod real_apiserver;
 pub mod upstream;
