@@ -7,6 +7,7 @@
 //! - [`source`]: the bootstrap directory source and the cluster (watch cache) source.
 //! - [`render`]: pure pipeline from a snapshot, a pool and a spec version to the served bytes.
 //! - [`cache`]: serialized payloads per (pool, version, generation), rendered once.
+//! - [`clock`]: the API server's clock as this replica estimates it (cluster mode).
 //! - [`server`]: routes, status mapping, TLS, listeners.
 //! - [`mcn`]: MachineConfigNode publisher (cluster mode).
 //! - [`metrics`], [`telemetry`]: Prometheus registry and tracing set-up.
@@ -18,6 +19,7 @@ pub mod api;
 pub mod app;
 pub mod cache;
 pub mod cli;
+pub mod clock;
 pub mod events;
 pub mod explain;
 pub mod ignition;

@@ -298,7 +298,7 @@ impl Reconciler {
     pub async fn reconcile(&mut self, snapshot: &Snapshot, leading: &watch::Receiver<bool>) {
         self.throttled_until = None;
         let world = World::from_snapshot(snapshot);
-        let merged = self.records.merged(SystemTime::now());
+        let merged = self.records.merged(self.records.served.clock().now());
         self.metrics.set_mcn_records_merged(merged.len());
         let plan = plan(&world, &merged, self.config_image_declared);
         for (node, record) in &plan.matched {

@@ -571,7 +571,7 @@ impl Flusher {
     /// With `tidy`, first forgets settled and expired records and, on the leader, removes
     /// gone replicas' keys.
     async fn flush(&mut self, tidy: bool) -> Result<(), kube::Error> {
-        let now = SystemTime::now();
+        let now = self.served.clock().now();
         if tidy {
             self.forget_done(now);
             if *self.leading.borrow() {

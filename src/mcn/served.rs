@@ -1,5 +1,6 @@
 //! The served-request record: for each remote IP address, the last config this process answered
-//! with a 200 (pool, rendered config, image, Ignition spec version, time).
+//! with a 200 (pool, rendered config, image, Ignition spec version, time in the API server's
+//! clock, [`crate::clock`]).
 //!
 //! Written by the `/config` handler on every successful answer ([`ServedLog::record`]) and read by
 //! the MachineConfigNode publisher, which matches a joining Node's `InternalIP` against it to
@@ -22,6 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use super::commit::{Durability, GroupCommit};
+use crate::clock::ClusterClock;
 use crate::ignition::SpecVersion;
 use crate::render::Rendered;
 
@@ -48,6 +50,7 @@ pub struct ServedRecord {
 pub struct ServedLog {
     inner: Arc<Mutex<Inner>>,
     commit: GroupCommit,
+    clock: ClusterClock,
 }
 
 #[derive(Debug)]
@@ -97,6 +100,7 @@ impl ServedLog {
                 by_age: BTreeMap::new(),
             })),
             commit: GroupCommit::default(),
+            clock: ClusterClock::default(),
         }
     }
 
@@ -127,7 +131,7 @@ impl ServedLog {
                 rendered_config: rendered.rendered_config.clone(),
                 image: rendered.image.clone(),
                 spec_version: rendered.version,
-                served_at: SystemTime::now(),
+                served_at: self.clock.now(),
             },
         ))
     }
@@ -149,6 +153,12 @@ impl ServedLog {
     pub fn entries_and_count(&self) -> (Vec<(IpAddr, ServedRecord)>, u64) {
         let inner = self.lock();
         (Self::entries_of(&inner), inner.next_sequence)
+    }
+
+    /// The clock records are stamped with: the API server's, as the cluster client measures
+    /// it (cluster mode feeds it; see [`crate::clock`]).
+    pub fn clock(&self) -> &ClusterClock {
+        &self.clock
     }
 
     /// How many records were numbered so far.
