@@ -27,7 +27,8 @@ pub const IGNITION_3_5: &str = "application/vnd.coreos.ignition+json;version=3.5
 /// A running round-robin proxy (it runs until its runtime stops).
 pub struct Balancer {
     pub address: SocketAddr,
-    upstreams: Arc<Mutex<Vec<SocketAddr>>>,
+    /// Replica slots; `None` while a replica is out of rotation (restarting).
+    upstreams: Arc<Mutex<Vec<Option<SocketAddr>>>>,
     choices: Arc<Mutex<Vec<(IpAddr, usize)>>>,
 }
 
@@ -42,7 +43,9 @@ impl Balancer {
     pub async fn start_from(upstreams: Vec<SocketAddr>, nat: Option<IpAddr>) -> Balancer {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
-        let upstreams = Arc::new(Mutex::new(upstreams));
+        let upstreams = Arc::new(Mutex::new(
+            upstreams.into_iter().map(Some).collect::<Vec<_>>(),
+        ));
         let choices = Arc::new(Mutex::new(Vec::new()));
         let (shared_upstreams, shared_choices) = (upstreams.clone(), choices.clone());
         tokio::spawn(async move {
@@ -51,12 +54,18 @@ impl Balancer {
                 let Ok((mut client, peer)) = listener.accept().await else {
                     return;
                 };
+                // Round robin over the slots in rotation.
                 let (chosen, upstream) = {
                     let upstreams = shared_upstreams.lock().unwrap();
-                    let chosen = next % upstreams.len();
-                    (chosen, upstreams[chosen])
+                    let Some((chosen, upstream)) = (0..upstreams.len())
+                        .map(|k| (next + k) % upstreams.len())
+                        .find_map(|slot| Some((slot, upstreams[slot]?)))
+                    else {
+                        continue;
+                    };
+                    next = chosen + 1;
+                    (chosen, upstream)
                 };
-                next += 1;
                 shared_choices.lock().unwrap().push((peer.ip(), chosen));
                 tokio::spawn(async move {
                     let socket = TcpSocket::new_v4().unwrap();
@@ -77,9 +86,15 @@ impl Balancer {
         }
     }
 
-    /// Replica `slot` now listens on `address` (it was restarted).
+    /// Replica `slot` now listens on `address` (it was restarted), and is in rotation.
     pub fn set_upstream(&self, slot: usize, address: SocketAddr) {
-        self.upstreams.lock().unwrap()[slot] = address;
+        self.upstreams.lock().unwrap()[slot] = Some(address);
+    }
+
+    /// Takes replica `slot` out of rotation, as a load balancer does once its health check
+    /// fails (before a planned restart).
+    pub fn remove_upstream(&self, slot: usize) {
+        self.upstreams.lock().unwrap()[slot] = None;
     }
 
     /// Every (client address, replica slot) in the order the connections came.
