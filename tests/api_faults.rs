@@ -134,7 +134,10 @@ struct Figures {
     records_lost: usize,
     records_wrong: usize,
     conflicting_mcns: usize,
-    extra_mcn_writes: usize,
+    /// MCNs created before their record was known, the record written later (a fill).
+    mcn_fills: usize,
+    /// Writes of an MCN beyond its create and one fill.
+    duplicate_mcn_writes: usize,
     rps_before: f64,
     rps_fault_peak: usize,
     rps_recovery_peak: usize,
@@ -540,7 +543,7 @@ fn run_row(row: Row, length: Duration) -> Figures {
             }
         }
     }
-    let extra_mcn_writes = mcn_writes.values().map(|n| n.saturating_sub(1)).sum();
+    let extra_mcn_writes: usize = mcn_writes.values().map(|n| n.saturating_sub(1)).sum();
 
     // API requests a second, every replica together.
     let before = per_second(&logs, fault_start - warm, fault_start);
@@ -608,6 +611,12 @@ fn run_row(row: Row, length: Duration) -> Figures {
     if !failed.is_empty() {
         eprintln!("{row:?}: failed config requests: {failed:?}");
     }
+    let mcn_fills = replicas
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| metric_sum(s, "mcs_mcn_publish_total{result=\"filled\"}"))
+        .sum::<f64>() as usize;
     let before_durable = replicas
         .lock()
         .unwrap()
@@ -627,7 +636,8 @@ fn run_row(row: Row, length: Duration) -> Figures {
         records_lost: lost,
         records_wrong: wrong,
         conflicting_mcns: conflicting,
-        extra_mcn_writes,
+        mcn_fills,
+        duplicate_mcn_writes: extra_mcn_writes.saturating_sub(mcn_fills),
         rps_before: avg(&before),
         rps_fault_peak: during.iter().copied().max().unwrap_or(0),
         rps_recovery_peak: recovery.iter().copied().max().unwrap_or(0),
@@ -643,13 +653,13 @@ fn secs(d: Duration) -> String {
 
 fn table(rows: &[Figures]) -> String {
     let mut out = String::from(
-        "| fault | length (s) | config requests | failed | slowest answer (s) | answered before record durable | change served after (s) | machines | records lost / wrong | MCNs with >1 manager | extra MCN writes | API req/s before | worst second during | worst second after | avg 10 s after | Lease holder changes | publisher writes without the Lease |\n\
+        "| fault | length (s) | config requests | failed | slowest answer (s) | answered before record durable | change served after (s) | machines | records lost / wrong | MCNs with >1 manager | MCNs filled later / written twice | API req/s before | worst second during | worst second after | avg 10 s after | Lease holder changes | publisher writes without the Lease |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for f in rows {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {:.1} | {} | {} | {:.1} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} | {} / {} | {:.1} | {} | {} | {:.1} | {} | {} |",
             f.row.describe(),
             secs(f.fault),
             f.config_requests,
@@ -661,7 +671,8 @@ fn table(rows: &[Figures]) -> String {
             f.records_lost,
             f.records_wrong,
             f.conflicting_mcns,
-            f.extra_mcn_writes,
+            f.mcn_fills,
+            f.duplicate_mcn_writes,
             f.rps_before,
             f.rps_fault_peak,
             f.rps_recovery_peak,
@@ -690,6 +701,10 @@ fn check(rows: &[Figures]) {
         assert_eq!(
             f.conflicting_mcns, 0,
             "{row}: MCNs with several managers\n{table}"
+        );
+        assert_eq!(
+            f.duplicate_mcn_writes, 0,
+            "{row}: MCNs written twice\n{table}"
         );
         assert_eq!(f.writes_without_lease, 0, "{row}: two publishers\n{table}");
         assert!(
