@@ -363,288 +363,298 @@ fn run_row(row: Row, length: Duration) -> Figures {
     };
 
     let started = Instant::now();
-    let sample_lease = |until: Instant| {
-        while Instant::now() < until {
-            holders
-                .lock()
-                .unwrap()
-                .push((Instant::now(), lease_holder(&api)));
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    };
-    sample_lease(started + warm);
-
-    // The fault begins.
-    let fault_start = Instant::now();
-    let restart = |slot: usize, generation: usize, ahead: Option<Duration>| {
-        // Out of rotation first, as the load balancer's health check takes it out.
-        balancer.remove_upstream(slot);
-        direct.lock().unwrap()[slot] = None;
-        let mut all = replicas.lock().unwrap();
-        all[slot].terminate();
-        let _ = all[slot].wait_exit(Duration::from_secs(30));
-        all[slot] = start_replica(
-            proxies[slot].kubeconfig_file(),
-            &tokens,
-            slot,
-            generation,
-            ahead,
-        );
-        balancer.set_upstream(slot, all[slot].insecure);
-        direct.lock().unwrap()[slot] = Some(all[slot].insecure);
-    };
-    match row.fault() {
-        Some(fault) => proxies.iter().for_each(|p| p.set(fault.clone())),
-        None => {
-            generation += 1;
-            restart(SKEWED, generation, Some(Duration::from_secs(600)));
-        }
-    }
-    sample_lease(fault_start + Duration::from_secs(1));
-    let change_at = Instant::now();
-    pool_at(&api, "worker", CHANGED);
-    let joined_first: Vec<usize> = fetches
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|f| f.at < fault_start)
-        .filter_map(|f| f.machine)
-        .collect();
-    for i in &joined_first {
-        api.create(&worker_node(&machine_node(*i), machine(*i)))
-            .unwrap();
-    }
-    sample_lease(fault_start + length);
-
-    // The fault ends.
-    let fault_end = Instant::now();
-    match row.fault() {
-        Some(_) => proxies.iter().for_each(|p| p.set(Fault::None)),
-        None => {
-            generation += 1;
-            restart(SKEWED, generation, None);
-        }
-    }
-    sample_lease(fault_end + Duration::from_secs(1));
-    let joined_second: Vec<usize> = fetches
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|f| f.machine)
-        .filter(|i| !joined_first.contains(i))
-        .collect();
-    for i in &joined_second {
-        api.create(&worker_node(&machine_node(*i), machine(*i)))
-            .unwrap();
-    }
-    sample_lease(fault_end + after);
-    stop.store(true, Ordering::SeqCst);
-    runtime.block_on(async {
-        let _ = load.await;
-        let _ = prober.await;
-    });
-    let recovery_end = Instant::now();
-    let fetches = std::mem::take(&mut *fetches.lock().unwrap());
-    let probes = std::mem::take(&mut *probes.lock().unwrap());
-    let joined: BTreeSet<usize> = joined_first.iter().chain(&joined_second).copied().collect();
-    for f in &fetches {
-        if let Some(i) = f.machine.filter(|i| !joined.contains(i)) {
-            api.create(&worker_node(&machine_node(i), machine(i)))
-                .unwrap();
-        }
-    }
-
-    // Every machine that got its config: its MCN must name the replica and config.
-    let expected: BTreeMap<usize, (String, String)> = fetches
-        .iter()
-        .filter_map(|f| {
-            let i = f.machine?;
-            let config = f.config.clone()?;
-            let slot = balancer.last_choice(machine(i))?;
-            Some((i, (node_name(slot), config)))
-        })
-        .collect();
-    let check = |i: usize, (by, config): &(String, String)| -> Result<(), bool> {
-        let Some(mcn) = api.get("MachineConfigNode", None, &machine_node(i)) else {
-            return Err(false);
+    // The Lease holder, sampled every 100 ms through the test's own connection (the faults
+    // never touch it) for the whole row.
+    let sampling = AtomicBool::new(true);
+    std::thread::scope(|scope| {
+        let sampler = scope.spawn(|| {
+            while sampling.load(Ordering::SeqCst) {
+                let holder = lease_holder(&api);
+                holders.lock().unwrap().push((Instant::now(), holder));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let sample_lease = |until: Instant| {
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
         };
-        let ok = mcn_annotation(&mcn, "bootstrap-served-by").as_deref() == Some(by.as_str())
-            && mcn_annotation(&mcn, "bootstrap-rendered-config").as_deref()
-                == Some(config.as_str());
-        if ok {
-            Ok(())
-        } else if mcn_annotation(&mcn, "bootstrap-served-by").is_some() {
-            Err(true)
-        } else {
-            Err(false)
-        }
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let (mut lost, mut wrong) = (0, 0);
-    while Instant::now() < deadline {
-        lost = 0;
-        wrong = 0;
-        for (i, want) in &expected {
-            match check(*i, want) {
-                Ok(()) => {}
-                Err(true) => wrong += 1,
-                Err(false) => lost += 1,
+        sample_lease(started + warm);
+
+        // The fault begins.
+        let fault_start = Instant::now();
+        let restart = |slot: usize, generation: usize, ahead: Option<Duration>| {
+            // Out of rotation first, as the load balancer's health check takes it out.
+            balancer.remove_upstream(slot);
+            direct.lock().unwrap()[slot] = None;
+            let mut all = replicas.lock().unwrap();
+            all[slot].terminate();
+            let _ = all[slot].wait_exit(Duration::from_secs(30));
+            all[slot] = start_replica(
+                proxies[slot].kubeconfig_file(),
+                &tokens,
+                slot,
+                generation,
+                ahead,
+            );
+            balancer.set_upstream(slot, all[slot].insecure);
+            direct.lock().unwrap()[slot] = Some(all[slot].insecure);
+        };
+        match row.fault() {
+            Some(fault) => proxies.iter().for_each(|p| p.set(fault.clone())),
+            None => {
+                generation += 1;
+                restart(SKEWED, generation, Some(Duration::from_secs(600)));
             }
         }
-        if lost == 0 && wrong == 0 {
-            break;
-        }
-        sample_lease(Instant::now() + Duration::from_millis(200));
-    }
-    // The publisher's last writes (initial statuses, Events) land within its write budget.
-    sample_lease(Instant::now() + Duration::from_secs(3));
-    if lost + wrong > 0 {
-        let logs: String = replicas
+        sample_lease(fault_start + Duration::from_secs(1));
+        let change_at = Instant::now();
+        pool_at(&api, "worker", CHANGED);
+        let joined_first: Vec<usize> = fetches
             .lock()
             .unwrap()
             .iter()
-            .map(|s| s.output())
-            .collect::<Vec<_>>()
-            .join("\n----\n");
-        let tail: String = logs
-            .lines()
-            .filter(|l| l.contains("WARN") || l.contains("ERROR"))
-            .take(40)
-            .collect::<Vec<_>>()
-            .join("\n");
-        eprintln!("{row:?}: {lost} records lost, {wrong} wrong; warnings:\n{tail}");
-    }
+            .filter(|f| f.at < fault_start)
+            .filter_map(|f| f.machine)
+            .collect();
+        for i in &joined_first {
+            api.create(&worker_node(&machine_node(*i), machine(*i)))
+                .unwrap();
+        }
+        sample_lease(fault_start + length);
 
-    // MCNs: one field manager each; writes per MCN.
-    let logs: Vec<Vec<Logged>> = proxies.iter().map(FaultProxy::log).collect();
-    let mut conflicting = 0;
-    for i in expected.keys() {
-        if let Some(mcn) = api.get("MachineConfigNode", None, &machine_node(*i)) {
-            let appliers = mcn["metadata"]["managedFields"]
-                .as_array()
-                .map(|entries| {
-                    entries
-                        .iter()
-                        .filter(|e| e["subresource"].as_str().unwrap_or_default().is_empty())
-                        .count()
-                })
-                .unwrap_or(0);
-            if appliers != 1 {
-                conflicting += 1;
+        // The fault ends.
+        let fault_end = Instant::now();
+        match row.fault() {
+            Some(_) => proxies.iter().for_each(|p| p.set(Fault::None)),
+            None => {
+                generation += 1;
+                restart(SKEWED, generation, None);
             }
         }
-    }
-    let mut mcn_writes: BTreeMap<String, usize> = BTreeMap::new();
-    for entry in logs.iter().flatten().filter(|e| is_write(e)) {
-        let path = entry.uri.split('?').next().unwrap_or_default();
-        if let Some(name) = path.split("/machineconfignodes/").nth(1) {
-            if !name.contains('/') {
-                *mcn_writes.entry(name.to_string()).or_default() += 1;
+        sample_lease(fault_end + Duration::from_secs(1));
+        let joined_second: Vec<usize> = fetches
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f.machine)
+            .filter(|i| !joined_first.contains(i))
+            .collect();
+        for i in &joined_second {
+            api.create(&worker_node(&machine_node(*i), machine(*i)))
+                .unwrap();
+        }
+        sample_lease(fault_end + after);
+        stop.store(true, Ordering::SeqCst);
+        runtime.block_on(async {
+            let _ = load.await;
+            let _ = prober.await;
+        });
+        let recovery_end = Instant::now();
+        let fetches = std::mem::take(&mut *fetches.lock().unwrap());
+        let probes = std::mem::take(&mut *probes.lock().unwrap());
+        let joined: BTreeSet<usize> = joined_first.iter().chain(&joined_second).copied().collect();
+        for f in &fetches {
+            if let Some(i) = f.machine.filter(|i| !joined.contains(i)) {
+                api.create(&worker_node(&machine_node(i), machine(i)))
+                    .unwrap();
             }
         }
-    }
-    let extra_mcn_writes: usize = mcn_writes.values().map(|n| n.saturating_sub(1)).sum();
 
-    // API requests a second, every replica together.
-    let before = per_second(&logs, fault_start - warm, fault_start);
-    let during = per_second(&logs, fault_start, fault_end);
-    let recovery = per_second(&logs, fault_end, recovery_end.min(fault_end + after));
-
-    // The Lease: holder changes, and publisher writes by a replica that did not hold it.
-    let holders = std::mem::take(&mut *holders.lock().unwrap());
-    let mut leader_changes = 0;
-    let mut last: Option<String> = None;
-    for (_, holder) in &holders {
-        if let Some(holder) = holder {
-            if last.as_ref().is_some_and(|l| l != holder) {
-                leader_changes += 1;
+        // Every machine that got its config: its MCN must name the replica and config.
+        let expected: BTreeMap<usize, (String, String)> = fetches
+            .iter()
+            .filter_map(|f| {
+                let i = f.machine?;
+                let config = f.config.clone()?;
+                let slot = balancer.last_choice(machine(i))?;
+                Some((i, (node_name(slot), config)))
+            })
+            .collect();
+        let check = |i: usize, (by, config): &(String, String)| -> Result<(), bool> {
+            let Some(mcn) = api.get("MachineConfigNode", None, &machine_node(i)) else {
+                return Err(false);
+            };
+            let ok = mcn_annotation(&mcn, "bootstrap-served-by").as_deref() == Some(by.as_str())
+                && mcn_annotation(&mcn, "bootstrap-rendered-config").as_deref()
+                    == Some(config.as_str());
+            if ok {
+                Ok(())
+            } else if mcn_annotation(&mcn, "bootstrap-served-by").is_some() {
+                Err(true)
+            } else {
+                Err(false)
             }
-            last = Some(holder.clone());
-        }
-    }
-    let slot_of = |holder: &str| -> Option<usize> {
-        holder
-            .strip_prefix("mcs-pod-")?
-            .split('-')
-            .next()?
-            .parse()
-            .ok()
-    };
-    let mut writes_without_lease = 0;
-    for (slot, log) in logs.iter().enumerate() {
-        for entry in log.iter().filter(|e| is_publisher_write(e)) {
-            let held = holders.iter().any(|(at, holder)| {
-                let near = if *at > entry.at {
-                    *at - entry.at
-                } else {
-                    entry.at - *at
-                };
-                near <= Duration::from_secs(1) && holder.as_deref().and_then(slot_of) == Some(slot)
-            });
-            if !held {
-                writes_without_lease += 1;
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let (mut lost, mut wrong) = (0, 0);
+        while Instant::now() < deadline {
+            lost = 0;
+            wrong = 0;
+            for (i, want) in &expected {
+                match check(*i, want) {
+                    Ok(()) => {}
+                    Err(true) => wrong += 1,
+                    Err(false) => lost += 1,
+                }
             }
+            if lost == 0 && wrong == 0 {
+                break;
+            }
+            sample_lease(Instant::now() + Duration::from_millis(200));
         }
-    }
-
-    // The change: the first time every replica served it.
-    let change_served_after = (0..REPLICAS)
-        .map(|slot| {
-            probes
+        // The publisher's last writes (initial statuses, Events) land within its write budget.
+        sample_lease(Instant::now() + Duration::from_secs(3));
+        if lost + wrong > 0 {
+            let logs: String = replicas
+                .lock()
+                .unwrap()
                 .iter()
-                .filter(|(s, f)| *s == slot && f.at >= change_at)
-                .find(|(_, f)| f.config.as_deref() == Some(CHANGED))
-                .map(|(_, f)| (f.at + f.took).duration_since(change_at))
-        })
-        .collect::<Option<Vec<_>>>()
-        .and_then(|times| times.into_iter().max());
+                .map(|s| s.output())
+                .collect::<Vec<_>>()
+                .join("\n----\n");
+            let tail: String = logs
+                .lines()
+                .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+                .take(40)
+                .collect::<Vec<_>>()
+                .join("\n");
+            eprintln!("{row:?}: {lost} records lost, {wrong} wrong; warnings:\n{tail}");
+        }
 
-    let all: Vec<&Fetch> = fetches
-        .iter()
-        .chain(probes.iter().map(|(_, f)| f))
-        .collect();
-    let failed: Vec<String> = all
-        .iter()
-        .filter(|f| !matches!(f.status, Ok(200)))
-        .map(|f| format!("{:?} at {:?}", f.status, f.at.duration_since(started)))
-        .collect();
-    if !failed.is_empty() {
-        eprintln!("{row:?}: failed config requests: {failed:?}");
-    }
-    let mcn_fills = replicas
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|s| metric_sum(s, "mcs_mcn_publish_total{result=\"filled\"}"))
-        .sum::<f64>() as usize;
-    let before_durable = replicas
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|s| metric_sum(s, "mcs_mcn_records_served_before_durable_total "))
-        .sum();
-    let avg = |counts: &[usize]| counts.iter().sum::<usize>() as f64 / counts.len().max(1) as f64;
-    Figures {
-        row,
-        fault: length,
-        config_requests: all.len(),
-        failed_config_requests: failed.len(),
-        slowest_answer: all.iter().map(|f| f.took).max().unwrap_or_default(),
-        before_durable,
-        change_served_after,
-        machines: expected.len(),
-        records_lost: lost,
-        records_wrong: wrong,
-        conflicting_mcns: conflicting,
-        mcn_fills,
-        duplicate_mcn_writes: extra_mcn_writes.saturating_sub(mcn_fills),
-        rps_before: avg(&before),
-        rps_fault_peak: during.iter().copied().max().unwrap_or(0),
-        rps_recovery_peak: recovery.iter().copied().max().unwrap_or(0),
-        rps_recovery_avg: avg(&recovery),
-        leader_changes,
-        writes_without_lease,
-    }
+        // MCNs: one field manager each; writes per MCN.
+        let logs: Vec<Vec<Logged>> = proxies.iter().map(FaultProxy::log).collect();
+        let mut conflicting = 0;
+        for i in expected.keys() {
+            if let Some(mcn) = api.get("MachineConfigNode", None, &machine_node(*i)) {
+                let appliers = mcn["metadata"]["managedFields"]
+                    .as_array()
+                    .map(|entries| {
+                        entries
+                            .iter()
+                            .filter(|e| e["subresource"].as_str().unwrap_or_default().is_empty())
+                            .count()
+                    })
+                    .unwrap_or(0);
+                if appliers != 1 {
+                    conflicting += 1;
+                }
+            }
+        }
+        let mut mcn_writes: BTreeMap<String, usize> = BTreeMap::new();
+        for entry in logs.iter().flatten().filter(|e| is_write(e)) {
+            let path = entry.uri.split('?').next().unwrap_or_default();
+            if let Some(name) = path.split("/machineconfignodes/").nth(1) {
+                if !name.contains('/') {
+                    *mcn_writes.entry(name.to_string()).or_default() += 1;
+                }
+            }
+        }
+        let extra_mcn_writes: usize = mcn_writes.values().map(|n| n.saturating_sub(1)).sum();
+
+        // API requests a second, every replica together.
+        let before = per_second(&logs, fault_start - warm, fault_start);
+        let during = per_second(&logs, fault_start, fault_end);
+        let recovery = per_second(&logs, fault_end, recovery_end.min(fault_end + after));
+
+        // The Lease: holder changes, and publisher writes by a replica that did not hold it.
+        sampling.store(false, Ordering::SeqCst);
+        sampler.join().unwrap();
+        let holders = std::mem::take(&mut *holders.lock().unwrap());
+        let mut leader_changes = 0;
+        let mut last: Option<String> = None;
+        for (_, holder) in &holders {
+            if let Some(holder) = holder {
+                if last.as_ref().is_some_and(|l| l != holder) {
+                    leader_changes += 1;
+                }
+                last = Some(holder.clone());
+            }
+        }
+        let slot_of = |holder: &str| -> Option<usize> {
+            holder
+                .strip_prefix("mcs-pod-")?
+                .split('-')
+                .next()?
+                .parse()
+                .ok()
+        };
+        let mut writes_without_lease = 0;
+        for (slot, log) in logs.iter().enumerate() {
+            for entry in log.iter().filter(|e| is_publisher_write(e)) {
+                let held = holders.iter().any(|(at, holder)| {
+                    let near = if *at > entry.at {
+                        *at - entry.at
+                    } else {
+                        entry.at - *at
+                    };
+                    near <= Duration::from_secs(1)
+                        && holder.as_deref().and_then(slot_of) == Some(slot)
+                });
+                if !held {
+                    writes_without_lease += 1;
+                }
+            }
+        }
+
+        // The change: the first time every replica served it.
+        let change_served_after = (0..REPLICAS)
+            .map(|slot| {
+                probes
+                    .iter()
+                    .filter(|(s, f)| *s == slot && f.at >= change_at)
+                    .find(|(_, f)| f.config.as_deref() == Some(CHANGED))
+                    .map(|(_, f)| (f.at + f.took).duration_since(change_at))
+            })
+            .collect::<Option<Vec<_>>>()
+            .and_then(|times| times.into_iter().max());
+
+        let all: Vec<&Fetch> = fetches
+            .iter()
+            .chain(probes.iter().map(|(_, f)| f))
+            .collect();
+        let failed: Vec<String> = all
+            .iter()
+            .filter(|f| !matches!(f.status, Ok(200)))
+            .map(|f| format!("{:?} at {:?}", f.status, f.at.duration_since(started)))
+            .collect();
+        if !failed.is_empty() {
+            eprintln!("{row:?}: failed config requests: {failed:?}");
+        }
+        let mcn_fills = replicas
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| metric_sum(s, "mcs_mcn_publish_total{result=\"filled\"}"))
+            .sum::<f64>() as usize;
+        let before_durable = replicas
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| metric_sum(s, "mcs_mcn_records_served_before_durable_total "))
+            .sum();
+        let avg =
+            |counts: &[usize]| counts.iter().sum::<usize>() as f64 / counts.len().max(1) as f64;
+        Figures {
+            row,
+            fault: length,
+            config_requests: all.len(),
+            failed_config_requests: failed.len(),
+            slowest_answer: all.iter().map(|f| f.took).max().unwrap_or_default(),
+            before_durable,
+            change_served_after,
+            machines: expected.len(),
+            records_lost: lost,
+            records_wrong: wrong,
+            conflicting_mcns: conflicting,
+            mcn_fills,
+            duplicate_mcn_writes: extra_mcn_writes.saturating_sub(mcn_fills),
+            rps_before: avg(&before),
+            rps_fault_peak: during.iter().copied().max().unwrap_or(0),
+            rps_recovery_peak: recovery.iter().copied().max().unwrap_or(0),
+            rps_recovery_avg: avg(&recovery),
+            leader_changes,
+            writes_without_lease,
+        }
+    })
 }
 
 fn secs(d: Duration) -> String {

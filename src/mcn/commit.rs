@@ -70,8 +70,8 @@ impl Default for GroupCommit {
 }
 
 impl GroupCommit {
-    /// A record was numbered `_sequence`: wake the writer (a wake-up given while it writes is
-    /// kept, so the records of that interval go in the next write).
+    /// A record was added: wake the writer (a wake-up given while it writes is kept, so the
+    /// records of that interval go in the next write).
     pub fn recorded(&self) {
         self.inner.pending.notify_one();
     }

@@ -340,6 +340,7 @@ pub fn start(
     served: ServedLog,
     snapshots: watch::Receiver<Arc<Snapshot>>,
     leading: watch::Receiver<bool>,
+    api_successes: watch::Receiver<u64>,
     metrics: Arc<Metrics>,
     shutdown: watch::Receiver<bool>,
 ) -> (watch::Receiver<Arc<SharedView>>, Vec<JoinHandle<()>>) {
@@ -360,6 +361,7 @@ pub fn start(
             served,
             snapshots,
             leading,
+            api_successes,
             metrics,
             view: view.clone(),
             last_written: None,
@@ -484,6 +486,8 @@ struct Flusher {
     served: ServedLog,
     snapshots: watch::Receiver<Arc<Snapshot>>,
     leading: watch::Receiver<bool>,
+    /// Changes with every successful API answer: ends a backoff once per failure streak.
+    api_successes: watch::Receiver<u64>,
     metrics: Arc<Metrics>,
     view: watch::Receiver<Arc<SharedView>>,
     /// What this replica's key holds, as far as it knows.
@@ -509,6 +513,9 @@ impl Flusher {
                 .unwrap_or_else(|| encode(&[], 1, usize::MAX).0),
         );
         let mut failures = 0u32;
+        // Once per failure streak, a successful API answer ends the backoff early.
+        let mut early_retry = false;
+        let mut last_start = Instant::now();
         let mut not_before = Instant::now();
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING_INTERVAL);
         housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -524,19 +531,41 @@ impl Flusher {
                     _ = shutdown.wait_for(|stop| *stop) => break,
                 }
             }
-            // At most one write per flush interval; later while backing off.
-            tokio::select! {
-                _ = tokio::time::sleep_until(not_before) => {}
-                _ = shutdown.wait_for(|stop| *stop) => break,
+            // At most one write per flush interval; later while backing off, unless the API
+            // answers successfully again (once per failure streak: a write that fails for
+            // its own reasons, e.g. 422, keeps its backoff).
+            self.api_successes.mark_unchanged();
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(not_before) => break,
+                    changed = self.api_successes.changed(), if early_retry => {
+                        if changed.is_err() {
+                            early_retry = false;
+                            continue;
+                        }
+                        early_retry = false;
+                        not_before = last_start + self.settings.flush_interval;
+                        debug!("the API answers again; writing the pending served records now");
+                    }
+                    _ = shutdown.wait_for(|stop| *stop) => break,
+                }
             }
-            not_before = Instant::now() + self.settings.flush_interval;
+            if *shutdown.borrow() {
+                break;
+            }
+            last_start = Instant::now();
+            not_before = last_start + self.settings.flush_interval;
             let result = match tokio::time::timeout(WRITE_TIMEOUT, self.flush(tidy)).await {
                 Ok(result) => result.map_err(FlushError::Api),
                 Err(_) => Err(FlushError::Timeout(WRITE_TIMEOUT)),
             };
             match result {
-                Ok(()) => failures = 0,
+                Ok(()) => {
+                    failures = 0;
+                    early_retry = false;
+                }
                 Err(error) => {
+                    early_retry = failures == 0;
                     failures = failures.saturating_add(1);
                     let delay = jitter.apply(
                         self.settings

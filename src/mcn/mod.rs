@@ -157,6 +157,11 @@ impl PublisherSettings {
 pub struct PublisherInputs {
     pub snapshots: watch::Receiver<Arc<Snapshot>>,
     pub ready: watch::Receiver<bool>,
+    /// Changes with every successful API answer ([`ApiReachability::successes`]): the served
+    /// records are written again as soon as the API works after a failed write.
+    ///
+    /// [`ApiReachability::successes`]: crate::source::cluster::ApiReachability::successes
+    pub api_successes: watch::Receiver<u64>,
 }
 
 /// A running publisher.
@@ -198,6 +203,7 @@ pub fn start(
         served.clone(),
         inputs.snapshots.clone(),
         leading.clone(),
+        inputs.api_successes.clone(),
         metrics.clone(),
         shutdown.clone(),
     );
@@ -248,6 +254,7 @@ pub fn start_for_cluster(
         PublisherInputs {
             snapshots: source.snapshots.clone(),
             ready: source.ready.clone(),
+            api_successes: source.reachability.successes(),
         },
         served,
         metrics,

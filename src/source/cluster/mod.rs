@@ -214,6 +214,9 @@ fn build_client(
         match &outcome {
             Ok(response) => {
                 reachability.record(true, &"response received");
+                if response.status().is_success() {
+                    reachability.record_success();
+                }
                 if let Some(date) = response.headers().get(http::header::DATE) {
                     clock.observe_date(date, std::time::SystemTime::now());
                 }
