@@ -10,17 +10,19 @@
 # behind a fault proxy; every fault of the matrix in turn: 20 s each, the blackhole 60 s; about
 # 7 minutes on 2 cores) and fails, leaving the document unchanged, when a row breaks a bound.
 # The clock row needs libfaketime (Debian package `libfaketime`, which .ci/run installs).
-# MCS_FAULT_ROWS=Blackhole,Gone runs only the named rows (the document then has only those).
+# MCS_FAULT_ROWS=Blackhole,Gone runs only the named rows (its section of the document then has only those; a run on a real
+# kube-apiserver writes its own section and keeps the other).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 table=$(mktemp)
-trap 'rm -f "$table"' EXIT
+header=$(mktemp)
+trap 'rm -f "$table" "$header"' EXIT
 MCS_FAULT_TABLE="$table" cargo test --locked --test api_faults -- --ignored --exact api_faults_full --nocapture
 
 out=docs/api-faults.md
-{
-  cat <<'EOF'
+if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then section=real; else section=in-test; fi
+cat > "$header" <<'EOF'
 # What each Kubernetes API fault costs
 
 Written by `benches/api_faults.sh` (do not edit by hand); the test is `tests/api_faults.rs`.
@@ -66,13 +68,32 @@ Columns:
   ask for, paced by `--mcn-max-writes-per-second`): the average of the 3 s before the fault,
   the worst second during it, the worst second and the average of the 10 s after it.
 - *Lease holder changes*; *publisher writes without the Lease*: MCN or Event writes by a replica
-  that no sample of the Lease (every 200 ms) within 1 s showed as the holder (must be 0: never
+  that no sample of the Lease (every 100 ms) within 1 s showed as the holder (must be 0: never
   two publishers).
 
 EOF
-  echo "Run on $(date -u +%Y-%m-%d), $(nproc) cores; $(cat "$table" | head -1)"
-  echo
-  tail -n +3 "$table"
-} > "$out.new"
-mv "$out.new" "$out"
-echo "wrote $out"
+# The document: the header, then one section per kind of API server; a run replaces its own
+# section and keeps the other's figures.
+python3 - "$out" "$header" "$table" "$section" "$(date -u +%Y-%m-%d)" "$(nproc)" <<'PY'
+import re, sys
+out, header, table, section, day, cores = sys.argv[1:]
+titles = {"in-test": "On the in-test API server", "real": "On a real kube-apiserver (`KUBEBUILDER_ASSETS`)"}
+try:
+    old = open(out).read()
+except FileNotFoundError:
+    old = ""
+sections = {}
+for name in titles:
+    m = re.search(r"<!-- %s -->\n(.*?)<!-- /%s -->\n" % (name, name), old, re.S)
+    if m:
+        sections[name] = m.group(1)
+lines = open(table).read().splitlines()
+body = "\n".join(lines[2:]).strip()
+sections[section] = "## %s\n\nRun on %s, %s cores (`benches/api_faults.sh`).\n\n%s\n\n" % (titles[section], day, cores, body)
+doc = open(header).read().rstrip("\n") + "\n\n"
+for name in titles:
+    if name in sections:
+        doc += "<!-- %s -->\n%s<!-- /%s -->\n" % (name, sections[name], name)
+open(out, "w").write(doc)
+PY
+echo "wrote $out ($section section)"

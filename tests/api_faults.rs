@@ -503,25 +503,91 @@ fn run_row(row: Row, length: Duration) -> Figures {
         }
         // The publisher's last writes (initial statuses, Events) land within its write budget.
         sample_lease(Instant::now() + Duration::from_secs(3));
+        let logs: Vec<Vec<Logged>> = proxies.iter().map(FaultProxy::log).collect();
+        // What the proxies saw of an MCN, and the replicas' warnings, to tell why a row failed.
+        let history = |name: &str| -> String {
+            logs.iter()
+                .enumerate()
+                .flat_map(|(slot, log)| log.iter().map(move |e| (slot, e)))
+                .filter(|(_, e)| {
+                    let path = e.uri.split('?').next().unwrap_or_default();
+                    path.ends_with(&format!("/machineconfignodes/{name}"))
+                        || path.ends_with(&format!("/machineconfignodes/{name}/status"))
+                })
+                .map(|(slot, e)| {
+                    format!(
+                        "  replica {slot}: {} {} -> {} at {:.2} s",
+                        e.method,
+                        e.uri,
+                        e.status,
+                        e.at.duration_since(started).as_secs_f64()
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
         if lost + wrong > 0 {
-            let logs: String = replicas
+            for (i, want) in &expected {
+                if check(*i, want).is_err() {
+                    let name = machine_node(*i);
+                    let mcn = api.get("MachineConfigNode", None, &name);
+                    let address = format!("\"{}\"", machine(*i));
+                    let published: Vec<String> = api
+                        .get(
+                            "ConfigMap",
+                            Some(cluster_support::MCO_NAMESPACE),
+                            mcn::exchange::DEFAULT_NAME,
+                        )
+                        .and_then(|cm| cm["data"].as_object().cloned())
+                        .unwrap_or_default()
+                        .iter()
+                        .filter(|(_, text)| text.as_str().unwrap_or_default().contains(&address))
+                        .map(|(key, _)| key.clone())
+                        .collect();
+                    let said: Vec<String> = replicas
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .enumerate()
+                        .flat_map(|(slot, s)| {
+                            s.output()
+                                .lines()
+                                .filter(|l| l.contains(&name) && !l.contains("HTTP{"))
+                                .map(|l| format!("  replica {slot}: {l}"))
+                                .collect::<Vec<_>>()
+                        })
+                        .collect();
+                    eprintln!("{row:?}: {name}: its address is in the records of {published:?}; the replicas said:\n{}", said.join("\n"));
+                    eprintln!(
+                        "{row:?}: {name} (served by {} at {:?}) has {:?}\n{}",
+                        want.0,
+                        fetches
+                            .iter()
+                            .find(|f| f.machine == Some(*i))
+                            .map(|f| f.at.duration_since(started)),
+                        mcn.map(|m| m["metadata"]["annotations"].clone()),
+                        history(&name)
+                    );
+                }
+            }
+            let warnings: String = replicas
                 .lock()
                 .unwrap()
                 .iter()
-                .map(|s| s.output())
-                .collect::<Vec<_>>()
-                .join("\n----\n");
-            let tail: String = logs
-                .lines()
-                .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+                .flat_map(|s| {
+                    s.output()
+                        .lines()
+                        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+                        .map(str::to_string)
+                        .collect::<Vec<_>>()
+                })
                 .take(40)
                 .collect::<Vec<_>>()
                 .join("\n");
-            eprintln!("{row:?}: {lost} records lost, {wrong} wrong; warnings:\n{tail}");
+            eprintln!("{row:?}: {lost} records lost, {wrong} wrong; warnings:\n{warnings}");
         }
 
         // MCNs: one field manager each; writes per MCN.
-        let logs: Vec<Vec<Logged>> = proxies.iter().map(FaultProxy::log).collect();
         let mut conflicting = 0;
         for i in expected.keys() {
             if let Some(mcn) = api.get("MachineConfigNode", None, &machine_node(*i)) {
@@ -549,6 +615,12 @@ fn run_row(row: Row, length: Duration) -> Figures {
             }
         }
         let extra_mcn_writes: usize = mcn_writes.values().map(|n| n.saturating_sub(1)).sum();
+        for (name, _) in mcn_writes.iter().filter(|(_, n)| **n > 1) {
+            eprintln!(
+                "{row:?}: MCN {name} written more than once:\n{}",
+                history(name)
+            );
+        }
 
         // API requests a second, every replica together.
         let before = per_second(&logs, fault_start - warm, fault_start);

@@ -19,8 +19,10 @@
 //!   confirms, from its `managedFields`, that our field manager set the creation annotation;
 //!   the delete carries the MCN's uid and resourceVersion as preconditions.
 //! - A failed write is logged with its cause chain, counted, and retried with per-object
-//!   exponential backoff. After a successful write the object is not acted on again until the
-//!   watch cache shows the change (or a short grace period passes).
+//!   exponential backoff. A create whose initial status write fails is not repeated: the
+//!   status is written once the cache shows the MCN without one. After a successful write the
+//!   object is not acted on again until the watch cache shows the change (or a short grace
+//!   period passes).
 //!
 //! Owns MachineConfigNode writes only. It never blocks serving: it runs in its own task, reads
 //! snapshots and the shared records through `watch` channels and its own served log through a
@@ -503,8 +505,20 @@ impl Reconciler {
                 // A status already there was written by someone else in the meantime.
                 let written = if created.status.is_none() {
                     let version = created.metadata.resource_version.as_deref();
-                    self.apply_status(action.name(), status, generation, version)
-                        .await?
+                    match self
+                        .apply_status(action.name(), status, generation, version)
+                        .await
+                    {
+                        Ok(written) => written,
+                        // The MCN exists: it is never applied again for this (the cache may
+                        // lag). Its initial status is written as soon as the cache shows the
+                        // MCN without one (an `InitStatus` of a later pass).
+                        Err(error) => {
+                            self.metrics.mcn_publish("error");
+                            warn!(mcn = %action.name(), kind = error.kind(), error = %ErrorChain(&error), "created MachineConfigNode but could not write its initial status; it is written once the cache shows the MachineConfigNode");
+                            created.metadata.resource_version
+                        }
+                    }
                 } else {
                     created.metadata.resource_version
                 };
