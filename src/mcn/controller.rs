@@ -6,6 +6,8 @@
 //!   another manager owns with a different value is a `409` conflict, which is counted, logged
 //!   and not retried until that MCN changes. The server never takes a field from the daemon or
 //!   the operator.
+//! - A create first reads the MCN from the API server (the cache may lag, e.g. after its watch
+//!   was cut): an MCN that exists is never applied over as if new.
 //! - The initial status is a separate apply on the `/status` subresource, made only while the
 //!   MCN has no status (right after the create, with the generation the create returned).
 //! - Writes use `fieldValidation=Strict`, so an undeclared field is an error rather than silently
@@ -134,7 +136,7 @@ enum Outcome {
     Filled,
     StatusInitialized,
     Deleted,
-    /// Nothing to do after all (e.g. the Node still exists).
+    /// Nothing to do after all (a delete found the Node still there, a create found the MCN).
     Skipped,
 }
 
@@ -366,10 +368,13 @@ impl Reconciler {
             match self.execute(action).await {
                 Ok((outcome, written)) => {
                     self.metrics.mcn_publish(outcome.as_str());
-                    self.bootstrap_written(action);
+                    if outcome != Outcome::Skipped {
+                        self.bootstrap_written(action);
+                    }
                     let expect = match outcome {
                         Outcome::Deleted => Expect::Gone,
-                        Outcome::Skipped => Expect::Version(seen),
+                        // A create that found the MCN there: wait for the cache to show it.
+                        Outcome::Skipped => Expect::Version(written.or(seen)),
                         _ => Expect::Version(written),
                     };
                     self.holds.insert(
@@ -493,6 +498,20 @@ impl Reconciler {
     ) -> Result<(Outcome, Option<String>), PublishError> {
         match action {
             Action::Create { mcn, status } => {
+                // The cache can lag behind an MCN that exists (its watch cut during an API
+                // fault, a new term): a create never writes over one (it would drop a bootstrap
+                // record its replica has since forgotten as settled). Ask the API server.
+                let existing = self.mcns.get_opt(action.name()).await.map_err(|source| {
+                    PublishError::Api {
+                        action: "create",
+                        name: action.name().to_owned(),
+                        source,
+                    }
+                })?;
+                if let Some(existing) = existing {
+                    debug!(mcn = %action.name(), "MachineConfigNode exists already (the cache lags); not creating it again");
+                    return Ok((Outcome::Skipped, existing.metadata.resource_version));
+                }
                 let created = self.apply(mcn, "create").await?;
                 let generation = created.metadata.generation.unwrap_or(1);
                 info!(
