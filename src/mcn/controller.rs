@@ -7,7 +7,8 @@
 //!   and not retried until that MCN changes. The server never takes a field from the daemon or
 //!   the operator.
 //! - A create first reads the MCN from the API server (the cache may lag, e.g. after its watch
-//!   was cut): an MCN that exists is never applied over as if new.
+//!   was cut): an MCN that exists is never applied over as if new. A fill likewise applies
+//!   only over the version the cache showed.
 //! - The initial status is a separate apply on the `/status` subresource, made only while the
 //!   MCN has no status (right after the create, with the generation the create returned).
 //! - Writes use `fieldValidation=Strict`, so an undeclared field is an error rather than silently
@@ -365,7 +366,7 @@ impl Reconciler {
                 .copied()
                 .flatten()
                 .map(str::to_owned);
-            match self.execute(action).await {
+            match self.execute(action, seen.as_deref()).await {
                 Ok((outcome, written)) => {
                     self.metrics.mcn_publish(outcome.as_str());
                     if outcome != Outcome::Skipped {
@@ -492,9 +493,11 @@ impl Reconciler {
     }
 
     /// Carries out one action; returns what it did and the resourceVersion it left the MCN at.
+    /// `cached`: the resourceVersion of the MCN in the cache the action was planned from.
     async fn execute(
         &mut self,
         action: &Action,
+        cached: Option<&str>,
     ) -> Result<(Outcome, Option<String>), PublishError> {
         match action {
             Action::Create { mcn, status } => {
@@ -544,6 +547,21 @@ impl Reconciler {
                 Ok((Outcome::Created, written))
             }
             Action::Fill { mcn, filled } => {
+                // A fill repeats every annotation of ours the cache shows: planned from a stale
+                // copy it would drop what was written since (a bootstrap record). Fill only
+                // what the API server still has at the cached version.
+                let live = self.mcns.get_opt(action.name()).await.map_err(|source| {
+                    PublishError::Api {
+                        action: "fill",
+                        name: action.name().to_owned(),
+                        source,
+                    }
+                })?;
+                let live_version = live.and_then(|m| m.metadata.resource_version);
+                if live_version.as_deref() != cached {
+                    debug!(mcn = %action.name(), "MachineConfigNode changed since the cache saw it; planning again from the cache");
+                    return Ok((Outcome::Skipped, live_version));
+                }
                 let filled_in = self.apply(mcn, "fill").await?;
                 info!(mcn = %action.name(), filled = %filled.join(", "), "filled in MachineConfigNode");
                 Ok((Outcome::Filled, filled_in.metadata.resource_version))
