@@ -67,6 +67,9 @@ Columns:
   records) per second, without the publisher's MCN and Event writes (work the joining Nodes
   ask for, paced by `--mcn-max-writes-per-second`): the average of the 3 s before the fault,
   the worst second during it, the worst second and the average of the 10 s after it.
+- *bound*²: the most requests a second any second of the row may see: one relist of every watch
+  of every replica (a list and a new watch each: what a compaction or a restart costs) plus
+  three times the quiet rate. A retry loop without backoff would exceed it.
 - *Lease holder changes*; *publisher writes without the Lease*: MCN or Event writes by a replica
   that no sample of the Lease (every 100 ms) within 1 s showed as the holder (must be 0: never
   two publishers).
