@@ -56,6 +56,9 @@ const CHANGED: &str = "rendered-worker-changed-during-fault";
 /// The replica whose clock runs ahead in the clock row.
 const SKEWED: usize = 2;
 
+/// When the test read the Lease, and its holder then.
+type LeaseSample = (Instant, Option<String>);
+
 /// One row of the matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Row {
@@ -317,7 +320,7 @@ fn run_row(row: Row, length: Duration) -> Figures {
 
     // The Lease holder, sampled by the test through its own connection.
     let stop = Arc::new(AtomicBool::new(false));
-    let holders: Arc<Mutex<Vec<(Instant, Option<String>)>>> = Arc::default();
+    let holders: Mutex<Vec<LeaseSample>> = Mutex::default();
 
     // Load: a new machine every 250 ms through the balancer; a prober on every replica.
     let fetches: Arc<Mutex<Vec<Fetch>>> = Arc::default();

@@ -504,13 +504,15 @@ impl Reconciler {
                 // The cache can lag behind an MCN that exists (its watch cut during an API
                 // fault, a new term): a create never writes over one (it would drop a bootstrap
                 // record its replica has since forgotten as settled). Ask the API server.
-                let existing = self.mcns.get_opt(action.name()).await.map_err(|source| {
-                    PublishError::Api {
-                        action: "create",
-                        name: action.name().to_owned(),
-                        source,
-                    }
-                })?;
+                let existing =
+                    self.mcns
+                        .get_opt(action.name())
+                        .await
+                        .map_err(|source| PublishError::Api {
+                            action: "create",
+                            name: action.name().to_owned(),
+                            source,
+                        })?;
                 if let Some(existing) = existing {
                     debug!(mcn = %action.name(), "MachineConfigNode exists already (the cache lags); not creating it again");
                     return Ok((Outcome::Skipped, existing.metadata.resource_version));
@@ -550,13 +552,15 @@ impl Reconciler {
                 // A fill repeats every annotation of ours the cache shows: planned from a stale
                 // copy it would drop what was written since (a bootstrap record). Fill only
                 // what the API server still has at the cached version.
-                let live = self.mcns.get_opt(action.name()).await.map_err(|source| {
-                    PublishError::Api {
-                        action: "fill",
-                        name: action.name().to_owned(),
-                        source,
-                    }
-                })?;
+                let live =
+                    self.mcns
+                        .get_opt(action.name())
+                        .await
+                        .map_err(|source| PublishError::Api {
+                            action: "fill",
+                            name: action.name().to_owned(),
+                            source,
+                        })?;
                 let live_version = live.and_then(|m| m.metadata.resource_version);
                 if live_version.as_deref() != cached {
                     debug!(mcn = %action.name(), "MachineConfigNode changed since the cache saw it; planning again from the cache");

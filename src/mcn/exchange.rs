@@ -332,18 +332,31 @@ pub fn stale_keys(
         .collect()
 }
 
+/// What the records writer watches besides its own records.
+pub struct ExchangeInputs {
+    /// The cluster source's snapshots (which records are settled).
+    pub snapshots: watch::Receiver<Arc<Snapshot>>,
+    /// True while this replica leads (it then removes gone replicas' keys).
+    pub leading: watch::Receiver<bool>,
+    /// Changes with every successful API answer (ends a backoff once per failure streak).
+    pub api_successes: watch::Receiver<u64>,
+}
+
 /// Starts watching the shared object and publishing this replica's records; returns the view
 /// of every replica's records and the tasks (they end on `shutdown`).
 pub fn start(
     client: Client,
     settings: ExchangeSettings,
     served: ServedLog,
-    snapshots: watch::Receiver<Arc<Snapshot>>,
-    leading: watch::Receiver<bool>,
-    api_successes: watch::Receiver<u64>,
+    inputs: ExchangeInputs,
     metrics: Arc<Metrics>,
     shutdown: watch::Receiver<bool>,
 ) -> (watch::Receiver<Arc<SharedView>>, Vec<JoinHandle<()>>) {
+    let ExchangeInputs {
+        snapshots,
+        leading,
+        api_successes,
+    } = inputs;
     let api: Api<ConfigMap> = Api::namespaced(client, &settings.namespace);
     let (view_tx, view) = watch::channel(Arc::new(SharedView::default()));
     let watch_task = tokio::spawn(watch_shared(

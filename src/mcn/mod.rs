@@ -201,9 +201,11 @@ pub fn start(
         client.clone(),
         settings.records,
         served.clone(),
-        inputs.snapshots.clone(),
-        leading.clone(),
-        inputs.api_successes.clone(),
+        exchange::ExchangeInputs {
+            snapshots: inputs.snapshots.clone(),
+            leading: leading.clone(),
+            api_successes: inputs.api_successes.clone(),
+        },
         metrics.clone(),
         shutdown.clone(),
     );

@@ -94,9 +94,12 @@ pub struct Held {
     pub uri: String,
 }
 
+/// Which request to hold: `(method, path and query, body)`.
+type Matcher = Box<dyn Fn(&str, &str, &[u8]) -> bool + Send>;
+
 struct Hold {
     at: HoldAt,
-    matches: Box<dyn Fn(&str, &str, &[u8]) -> bool + Send>,
+    matches: Matcher,
     seen: std::sync::mpsc::Sender<Held>,
 }
 
