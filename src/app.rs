@@ -100,6 +100,8 @@ async fn run_start(
     let mut settings = cluster::ClusterSettings::new(flags.apiserver_url.clone());
     settings.kubeconfig = flags.kubeconfig.clone();
     settings.bootstrap_token_dir = flags.bootstrap_token_dir.clone();
+    // Served records are stamped in the API server's time (crate::clock).
+    settings.clock = ports.served.clock().clone();
     let source = cluster::start(settings, ports.metrics.clone(), wait_for(shutdown.clone()))
         .await
         .map_err(|e| UsageError(e.to_string()))?;

@@ -16,7 +16,8 @@
 //! 7. [`render`]: the pure pipeline from a snapshot, a pool and a spec version to the served
 //!    bytes (rendered-config choice, layered-image decision, appended files, translation).
 //! 8. [`snapshot`]: the immutable state a render reads.
-//! 9. [`metrics`], [`telemetry`]: the Prometheus registry, logging and tracing set-up.
+//! 9. [`metrics`], [`telemetry`], [`clock`]: the Prometheus registry, logging and tracing
+//!    set-up, and the API server's clock as this replica estimates it (cluster mode).
 //! 10. [`api`]: typed `machineconfiguration.openshift.io/v1` resources and pool membership.
 //! 11. [`ignition`]: spec versions, parsing, validation, translation, Accept negotiation, data
 //!     URLs (pure).
@@ -25,6 +26,7 @@ pub mod api;
 pub mod app;
 pub mod cache;
 pub mod cli;
+pub mod clock;
 pub mod events;
 pub mod explain;
 pub mod ignition;

@@ -180,6 +180,7 @@ pub struct Metrics {
     mcn_publish: Family<ResultLabel, Counter>,
     mcn_records: Family<RecordLabels, Counter>,
     mcn_records_merged: Gauge<i64>,
+    served_before_durable: Counter,
     build: Family<BuildLabels, Gauge<i64>>,
     ready: Gauge<i64>,
     kube_events: Family<ResultLabel, Counter>,
@@ -314,6 +315,12 @@ impl Metrics {
             "Served records of every replica the MachineConfigNode publisher merged in its last pass",
             mcn_records_merged.clone(),
         );
+        let served_before_durable = Counter::default();
+        registry.register(
+            "mcn_records_served_before_durable",
+            "Config answers sent before the write carrying their served record succeeded: the API was slow or unreachable for the whole bounded wait (2 s); the record stays pending in memory and is published when the API is back",
+            served_before_durable.clone(),
+        );
         let build = Family::<BuildLabels, Gauge<i64>>::default();
         registry.register(
             "build_info",
@@ -360,6 +367,7 @@ impl Metrics {
             mcn_publish,
             mcn_records,
             mcn_records_merged,
+            served_before_durable,
             build,
             ready,
             kube_events,
@@ -471,6 +479,11 @@ impl Metrics {
                 .get_or_create(&RecordLabels { event, reason })
                 .inc_by(count);
         }
+    }
+
+    /// A config answer went out before its served record was durable.
+    pub fn served_before_durable(&self) {
+        self.served_before_durable.inc();
     }
 
     /// How many served records the publisher merged in its last pass.

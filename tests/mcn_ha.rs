@@ -3,7 +3,7 @@
 //! record of the replica that actually served it, whichever replica leads, also after the
 //! leader is killed (SIGKILL) and after the next leader is stopped (SIGTERM).
 //!
-//! A round-robin TCP proxy in this test keeps the client's address as a cloud network load
+//! A round-robin TCP proxy (`support::balancer`) keeps the client's address as a cloud network load
 //! balancer does: each machine connects from its own loopback address (127.10.0.x), and the
 //! proxy binds its upstream socket to that same address before connecting to the replica it
 //! chose, so the replica sees the machine's address. The test knows from the proxy which
@@ -14,7 +14,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::mcs;
 
@@ -22,19 +21,16 @@ use machine_config_server::mcn;
 use mcs::{poll, Server};
 use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options, RequestRecord};
+use support::balancer::{served_rendered_config, Balancer};
 use support::cluster::{
-    lease_holder, load_realistic_cluster, node_with_roles, token_dir, worker_node, APISERVER_URL,
-    MCO_NAMESPACE,
+    lease_holder, load_realistic_cluster, mcn_annotation as annotation, node_with_roles, token_dir,
+    worker_node, APISERVER_URL, MCO_NAMESPACE,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 const MACHINES: usize = 30;
 const REPLICAS: usize = 3;
 const RECORDS: &str = mcn::exchange::DEFAULT_NAME;
-const ANNOTATION: &str = "mcs.machineconfiguration.openshift.io/";
-const IGNITION_3_5: &str = "application/vnd.coreos.ignition+json;version=3.5.0";
 
 /// Replica `i`: its pod name (lease identity) and node name (its records' name).
 fn names(i: usize) -> (String, String) {
@@ -73,79 +69,9 @@ fn machine_name(i: usize) -> String {
     format!("worker-ha-{i}")
 }
 
-/// A round-robin proxy that connects upstream from the client's own address. Returns its
-/// address; `choices` gets (client address, upstream index) per connection.
-async fn start_proxy(
-    upstreams: Vec<SocketAddr>,
-    choices: Arc<Mutex<Vec<(IpAddr, usize)>>>,
-) -> SocketAddr {
-    start_proxy_from(upstreams, choices, None).await
-}
-
-/// [`start_proxy`], but connecting upstream from `nat` (when given) instead of the client's
-/// address, as a NAT or a load balancer that rewrites source addresses.
-async fn start_proxy_from(
-    upstreams: Vec<SocketAddr>,
-    choices: Arc<Mutex<Vec<(IpAddr, usize)>>>,
-    nat: Option<IpAddr>,
-) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let mut next = 0usize;
-        loop {
-            let Ok((mut client, peer)) = listener.accept().await else {
-                return;
-            };
-            let chosen = next % upstreams.len();
-            next += 1;
-            choices.lock().unwrap().push((peer.ip(), chosen));
-            let upstream = upstreams[chosen];
-            tokio::spawn(async move {
-                let socket = TcpSocket::new_v4().unwrap();
-                socket
-                    .bind(SocketAddr::new(nat.unwrap_or(peer.ip()), 0))
-                    .unwrap();
-                let Ok(mut server) = socket.connect(upstream).await else {
-                    return;
-                };
-                let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-            });
-        }
-    });
-    address
-}
-
-/// `GET /config/worker` on `proxy` (or a replica), connecting from `from`.
-async fn fetch_config(proxy: SocketAddr, from: IpAddr) -> mcs::Response {
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.bind(SocketAddr::new(from, 0)).unwrap();
-    let mut stream: TcpStream = socket.connect(proxy).await.unwrap();
-    stream
-        .write_all(&mcs::request_bytes(
-            "GET",
-            "/config/worker",
-            &[("Accept", IGNITION_3_5)],
-        ))
-        .await
-        .unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.unwrap();
-    mcs::parse_response(&raw, false).unwrap()
-}
-
-/// The rendered config named in the served config's node annotations file.
-fn served_rendered_config(config: &Value) -> String {
-    let files = mcs::served_files(config);
-    let (_, annotations) = files
-        .iter()
-        .find(|(path, _)| path == "/etc/machine-config-daemon/node-annotations.json")
-        .expect("the served config carries the node annotations");
-    let annotations: Value = serde_json::from_slice(annotations).unwrap();
-    annotations["machineconfiguration.openshift.io/currentConfig"]
-        .as_str()
-        .unwrap()
-        .to_string()
+/// `GET /config/worker` on `to` (the balancer or a replica), connecting from `from`.
+async fn fetch_config(to: SocketAddr, from: IpAddr) -> mcs::Response {
+    support::balancer::fetch_config(to, from).await.unwrap()
 }
 
 /// Records in the shared ConfigMap, per replica key.
@@ -172,12 +98,6 @@ fn metric(server: &Server, line_prefix: &str) -> f64 {
         .filter(|line| line.starts_with(line_prefix))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
-}
-
-fn annotation(mcn: &Value, key: &str) -> Option<String> {
-    mcn["metadata"]["annotations"][format!("{ANNOTATION}{key}")]
-        .as_str()
-        .map(str::to_string)
 }
 
 fn is_write(r: &RequestRecord) -> bool {
@@ -245,13 +165,13 @@ fn every_joining_node_gets_the_record_of_the_replica_that_served_it() {
         });
     }
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let choices = Arc::new(Mutex::new(Vec::new()));
     let upstreams = replicas
         .iter()
         .flatten()
         .map(|server| server.insecure)
         .collect();
-    let proxy = runtime.block_on(start_proxy(upstreams, choices.clone()));
+    let balancer = runtime.block_on(Balancer::start(upstreams));
+    let proxy = balancer.address;
 
     // 30 machines boot through the load balancer.
     let mut served_config: HashMap<usize, String> = HashMap::new();
@@ -274,11 +194,10 @@ fn every_joining_node_gets_the_record_of_the_replica_that_served_it() {
         served_config.insert(retried, served_rendered_config(&response.json()));
     }
     // The last choice per address: who served each machine last.
-    let served_by: HashMap<IpAddr, usize> = choices.lock().unwrap().iter().copied().collect();
+    let served_by: HashMap<IpAddr, usize> = balancer.choices().into_iter().collect();
     assert_eq!(served_by.len(), MACHINES + 1);
-    let retried_by: Vec<usize> = choices
-        .lock()
-        .unwrap()
+    let retried_by: Vec<usize> = balancer
+        .choices()
         .iter()
         .filter(|(ip, _)| *ip == machine_address(retried))
         .map(|(_, replica)| *replica)
@@ -637,11 +556,9 @@ fn a_load_balancer_that_rewrites_addresses_never_names_the_wrong_node() {
     poll("the control-plane node's MCN", DEADLINE, || {
         api.get("MachineConfigNode", None, "master-lb")
     });
-    let proxy = runtime.block_on(start_proxy_from(
-        vec![replica.insecure],
-        Arc::new(Mutex::new(Vec::new())),
-        Some(balancer),
-    ));
+    let proxy = runtime
+        .block_on(Balancer::start_from(vec![replica.insecure], Some(balancer)))
+        .address;
     let machines = [
         IpAddr::V4(Ipv4Addr::new(127, 10, 3, 10)),
         IpAddr::V4(Ipv4Addr::new(127, 10, 3, 11)),

@@ -6,6 +6,9 @@
 //!   another manager owns with a different value is a `409` conflict, which is counted, logged
 //!   and not retried until that MCN changes. The server never takes a field from the daemon or
 //!   the operator.
+//! - A create first reads the MCN from the API server (the cache may lag, e.g. after its watch
+//!   was cut): an MCN that exists is never applied over as if new. A fill likewise applies
+//!   only over the version the cache showed.
 //! - The initial status is a separate apply on the `/status` subresource, made only while the
 //!   MCN has no status (right after the create, with the generation the create returned).
 //! - Writes use `fieldValidation=Strict`, so an undeclared field is an error rather than silently
@@ -19,8 +22,10 @@
 //!   confirms, from its `managedFields`, that our field manager set the creation annotation;
 //!   the delete carries the MCN's uid and resourceVersion as preconditions.
 //! - A failed write is logged with its cause chain, counted, and retried with per-object
-//!   exponential backoff. After a successful write the object is not acted on again until the
-//!   watch cache shows the change (or a short grace period passes).
+//!   exponential backoff. A create whose initial status write fails is not repeated: the
+//!   status is written once the cache shows the MCN without one. After a successful write the
+//!   object is not acted on again until the watch cache shows the change (or a short grace
+//!   period passes).
 //!
 //! Owns MachineConfigNode writes only. It never blocks serving: it runs in its own task, reads
 //! snapshots and the shared records through `watch` channels and its own served log through a
@@ -132,7 +137,7 @@ enum Outcome {
     Filled,
     StatusInitialized,
     Deleted,
-    /// Nothing to do after all (e.g. the Node still exists).
+    /// Nothing to do after all (a delete found the Node still there, a create found the MCN).
     Skipped,
 }
 
@@ -298,7 +303,7 @@ impl Reconciler {
     pub async fn reconcile(&mut self, snapshot: &Snapshot, leading: &watch::Receiver<bool>) {
         self.throttled_until = None;
         let world = World::from_snapshot(snapshot);
-        let merged = self.records.merged(SystemTime::now());
+        let merged = self.records.merged(self.records.served.clock().now());
         self.metrics.set_mcn_records_merged(merged.len());
         let plan = plan(&world, &merged, self.config_image_declared);
         for (node, record) in &plan.matched {
@@ -361,13 +366,16 @@ impl Reconciler {
                 .copied()
                 .flatten()
                 .map(str::to_owned);
-            match self.execute(action).await {
+            match self.execute(action, seen.as_deref()).await {
                 Ok((outcome, written)) => {
                     self.metrics.mcn_publish(outcome.as_str());
-                    self.bootstrap_written(action);
+                    if outcome != Outcome::Skipped {
+                        self.bootstrap_written(action);
+                    }
                     let expect = match outcome {
                         Outcome::Deleted => Expect::Gone,
-                        Outcome::Skipped => Expect::Version(seen),
+                        // A create that found the MCN there: wait for the cache to show it.
+                        Outcome::Skipped => Expect::Version(written.or(seen)),
                         _ => Expect::Version(written),
                     };
                     self.holds.insert(
@@ -485,12 +493,30 @@ impl Reconciler {
     }
 
     /// Carries out one action; returns what it did and the resourceVersion it left the MCN at.
+    /// `cached`: the resourceVersion of the MCN in the cache the action was planned from.
     async fn execute(
         &mut self,
         action: &Action,
+        cached: Option<&str>,
     ) -> Result<(Outcome, Option<String>), PublishError> {
         match action {
             Action::Create { mcn, status } => {
+                // The cache can lag behind an MCN that exists (its watch cut during an API
+                // fault, a new term): a create never writes over one (it would drop a bootstrap
+                // record its replica has since forgotten as settled). Ask the API server.
+                let existing =
+                    self.mcns
+                        .get_opt(action.name())
+                        .await
+                        .map_err(|source| PublishError::Api {
+                            action: "create",
+                            name: action.name().to_owned(),
+                            source,
+                        })?;
+                if let Some(existing) = existing {
+                    debug!(mcn = %action.name(), "MachineConfigNode exists already (the cache lags); not creating it again");
+                    return Ok((Outcome::Skipped, existing.metadata.resource_version));
+                }
                 let created = self.apply(mcn, "create").await?;
                 let generation = created.metadata.generation.unwrap_or(1);
                 info!(
@@ -503,14 +529,43 @@ impl Reconciler {
                 // A status already there was written by someone else in the meantime.
                 let written = if created.status.is_none() {
                     let version = created.metadata.resource_version.as_deref();
-                    self.apply_status(action.name(), status, generation, version)
-                        .await?
+                    match self
+                        .apply_status(action.name(), status, generation, version)
+                        .await
+                    {
+                        Ok(written) => written,
+                        // The MCN exists: it is never applied again for this (the cache may
+                        // lag). Its initial status is written as soon as the cache shows the
+                        // MCN without one (an `InitStatus` of a later pass).
+                        Err(error) => {
+                            self.metrics.mcn_publish("error");
+                            warn!(mcn = %action.name(), kind = error.kind(), error = %ErrorChain(&error), "created MachineConfigNode but could not write its initial status; it is written once the cache shows the MachineConfigNode");
+                            created.metadata.resource_version
+                        }
+                    }
                 } else {
                     created.metadata.resource_version
                 };
                 Ok((Outcome::Created, written))
             }
             Action::Fill { mcn, filled } => {
+                // A fill repeats every annotation of ours the cache shows: planned from a stale
+                // copy it would drop what was written since (a bootstrap record). Fill only
+                // what the API server still has at the cached version.
+                let live =
+                    self.mcns
+                        .get_opt(action.name())
+                        .await
+                        .map_err(|source| PublishError::Api {
+                            action: "fill",
+                            name: action.name().to_owned(),
+                            source,
+                        })?;
+                let live_version = live.and_then(|m| m.metadata.resource_version);
+                if live_version.as_deref() != cached {
+                    debug!(mcn = %action.name(), "MachineConfigNode changed since the cache saw it; planning again from the cache");
+                    return Ok((Outcome::Skipped, live_version));
+                }
                 let filled_in = self.apply(mcn, "fill").await?;
                 info!(mcn = %action.name(), filled = %filled.join(", "), "filled in MachineConfigNode");
                 Ok((Outcome::Filled, filled_in.metadata.resource_version))

@@ -18,13 +18,21 @@
 //! (`mcs-served-<replica>`), so replicas never conflict and the API server records who owns
 //! which key.
 //!
-//! # Writes (bounded, batched)
-//! A replica writes at most once per flush interval (default 1 s), only when its encoded records
-//! changed, never per request; a failed write is retried with exponential backoff (records stay
-//! in memory meanwhile). A record leaves the replica's key when it expires ([`DEFAULT_TTL`]) or
-//! once it is settled ([`settled`]: its Node has an MCN with a bootstrap record, written by
-//! whichever replica leads). So the object holds only machines served but not yet joined, and
-//! each replica makes at most one write per interval however many machines boot.
+//! # Writes (group commit: bounded, batched, durable before the answer)
+//! A new record wakes the writer, which writes at once unless its last write started less than
+//! a flush interval ago (default 200 ms: at most five writes a second), only when its encoded
+//! records changed, never per request: every record kept when a write starts goes in it, and
+//! records that arrive while it is in flight go in the next one. Once the API server accepted a
+//! write (a 2xx answer: the object is in etcd), every record it carried is durable and the
+//! answers waiting for them go out ([`super::commit`]). A write that fails (any error status,
+//! 409 and 422 included, or a transport error) or takes longer than [`WRITE_TIMEOUT`] made
+//! nothing durable, whatever the API server did with it: it is retried with jittered
+//! exponential backoff, an apply of the same key being idempotent; meanwhile the records stay
+//! in memory and the answers go out after their bounded wait. A record leaves the replica's
+//! key when it expires ([`DEFAULT_TTL`]) or once it is settled ([`settled`]: its Node has an
+//! MCN with a bootstrap record, written by whichever replica leads); that housekeeping runs
+//! once a second. So the object holds only machines served but not yet joined, whatever the
+//! write rate.
 //!
 //! # Reads
 //! Every replica watches the one object (a `metadata.name` field selector, so `resourceNames`
@@ -32,7 +40,8 @@
 //! its own memory ([`super::matching`]). On start a replica takes back its own key
 //! ([`ServedLog::restore`]) before its first write, so nothing it wrote is lost by a restart.
 //!
-//! Owns this ConfigMap only. Never blocks serving: the request path only touches [`ServedLog`].
+//! Owns this ConfigMap only. The request path only touches [`ServedLog`] and waits, bounded,
+//! on the group commit; it never calls the API.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
@@ -52,6 +61,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use super::commit::CommitWriter;
 use super::desired::has_bootstrap_record;
 use super::matching::served_before;
 use super::served::{ServedLog, ServedRecord};
@@ -69,8 +79,12 @@ pub const DEFAULT_MAX_ENTRIES: usize = 4096;
 pub const DEFAULT_MAX_BYTES: usize = 160 * 1024;
 /// How long a record is kept (and merged) when its node never joins.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(3600);
-/// Shortest time between two writes of one replica.
-pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+/// Shortest time between the starts of two writes of one replica (at most five a second).
+pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_millis(200);
+/// How often settled and expired records are forgotten (and gone replicas' keys removed).
+pub const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
+/// A write that has not been answered by then failed (the API hangs): retried with backoff.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Field manager prefix of a replica's writes (the replica name follows).
 pub const FIELD_MANAGER_PREFIX: &str = "mcs-served-";
 /// Version of the encoding.
@@ -101,7 +115,7 @@ impl ExchangeSettings {
             ttl: DEFAULT_TTL,
             max_entries: DEFAULT_MAX_ENTRIES,
             max_bytes: DEFAULT_MAX_BYTES,
-            retry_initial: Duration::from_secs(1),
+            retry_initial: Duration::from_millis(200),
             retry_max: Duration::from_secs(30),
         }
     }
@@ -319,17 +333,31 @@ pub fn stale_keys(
         .collect()
 }
 
+/// What the records writer watches besides its own records.
+pub struct ExchangeInputs {
+    /// The cluster source's snapshots (which records are settled).
+    pub snapshots: watch::Receiver<Arc<Snapshot>>,
+    /// True while this replica leads (it then removes gone replicas' keys).
+    pub leading: watch::Receiver<bool>,
+    /// Changes with every successful API answer (ends a backoff once per failure streak).
+    pub api_successes: watch::Receiver<u64>,
+}
+
 /// Starts watching the shared object and publishing this replica's records; returns the view
 /// of every replica's records and the tasks (they end on `shutdown`).
 pub fn start(
     client: Client,
     settings: ExchangeSettings,
     served: ServedLog,
-    snapshots: watch::Receiver<Arc<Snapshot>>,
-    leading: watch::Receiver<bool>,
+    inputs: ExchangeInputs,
     metrics: Arc<Metrics>,
     shutdown: watch::Receiver<bool>,
 ) -> (watch::Receiver<Arc<SharedView>>, Vec<JoinHandle<()>>) {
+    let ExchangeInputs {
+        snapshots,
+        leading,
+        api_successes,
+    } = inputs;
     let api: Api<ConfigMap> = Api::namespaced(client, &settings.namespace);
     let (view_tx, view) = watch::channel(Arc::new(SharedView::default()));
     let watch_task = tokio::spawn(watch_shared(
@@ -338,13 +366,16 @@ pub fn start(
         view_tx,
         shutdown.clone(),
     ));
+    let commit = served.commit().writer();
     let flush_task = tokio::spawn(
         Flusher {
             api,
             settings,
+            commit,
             served,
             snapshots,
             leading,
+            api_successes,
             metrics,
             view: view.clone(),
             last_written: None,
@@ -424,12 +455,53 @@ pub fn view_of(object: Option<&ConfigMap>) -> SharedView {
     }
 }
 
+/// Why a write of this replica's records made nothing durable.
+#[derive(Debug, thiserror::Error)]
+enum FlushError {
+    #[error("writing the served-records ConfigMap")]
+    Api(#[source] kube::Error),
+    #[error("the API server did not answer the served-records write within {0:?}")]
+    Timeout(Duration),
+}
+
+/// Spreads the retries of replicas that failed at the same moment (the API went away for all
+/// of them) so that they do not come back in step: a retry delay becomes a pseudo-random
+/// value between half and all of it ([`jittered`]).
+struct Jitter(u64);
+
+impl Jitter {
+    fn new(replica: &str) -> Self {
+        use std::hash::{BuildHasher, Hasher};
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write(replica.as_bytes());
+        hasher.write_u32(std::process::id());
+        Jitter(hasher.finish() | 1)
+    }
+
+    fn apply(&mut self, delay: Duration) -> Duration {
+        // xorshift64: plenty for spreading retries.
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        jittered(delay, self.0)
+    }
+}
+
+/// `delay` scaled by a factor between 0.5 and 1 taken from `random`.
+pub fn jittered(delay: Duration, random: u64) -> Duration {
+    let fraction = (random >> 11) as f64 / (1u64 << 53) as f64;
+    delay.mul_f64(0.5 + 0.5 * fraction)
+}
+
 struct Flusher {
     api: Api<ConfigMap>,
     settings: ExchangeSettings,
+    commit: CommitWriter,
     served: ServedLog,
     snapshots: watch::Receiver<Arc<Snapshot>>,
     leading: watch::Receiver<bool>,
+    /// Changes with every successful API answer: ends a backoff once per failure streak.
+    api_successes: watch::Receiver<u64>,
     metrics: Arc<Metrics>,
     view: watch::Receiver<Arc<SharedView>>,
     /// What this replica's key holds, as far as it knows.
@@ -455,42 +527,126 @@ impl Flusher {
                 .unwrap_or_else(|| encode(&[], 1, usize::MAX).0),
         );
         let mut failures = 0u32;
-        let mut next_try = Instant::now();
-        let mut ticks = tokio::time::interval(self.settings.flush_interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Once per failure streak, a successful API answer ends the backoff early.
+        let mut early_retry = false;
+        let mut last_start = Instant::now();
+        let mut not_before = Instant::now();
+        let mut housekeeping = tokio::time::interval(HOUSEKEEPING_INTERVAL);
+        housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut jitter = Jitter::new(&self.settings.replica);
         loop {
-            tokio::select! {
-                _ = ticks.tick() => {}
-                _ = shutdown.wait_for(|stop| *stop) => break,
+            // Work: records not yet durable (a failed write leaves them so), a new record, or
+            // the housekeeping tick.
+            let mut tidy = false;
+            if self.served.recorded() <= self.commit.durable() {
+                tokio::select! {
+                    _ = self.commit.pending() => {}
+                    _ = housekeeping.tick() => tidy = true,
+                    _ = shutdown.wait_for(|stop| *stop) => break,
+                }
             }
-            if Instant::now() < next_try {
-                continue;
+            // At most one write per flush interval; later while backing off, unless the API
+            // answers successfully again (once per failure streak: a write that fails for
+            // its own reasons, e.g. 422, keeps its backoff).
+            self.api_successes.mark_unchanged();
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(not_before) => break,
+                    changed = self.api_successes.changed(), if early_retry => {
+                        if changed.is_err() {
+                            early_retry = false;
+                            continue;
+                        }
+                        early_retry = false;
+                        not_before = last_start + self.settings.flush_interval;
+                        debug!("the API answers again; writing the pending served records now");
+                    }
+                    _ = shutdown.wait_for(|stop| *stop) => break,
+                }
             }
-            match self.flush().await {
-                Ok(()) => failures = 0,
+            if *shutdown.borrow() {
+                break;
+            }
+            last_start = Instant::now();
+            not_before = last_start + self.settings.flush_interval;
+            let result = match tokio::time::timeout(WRITE_TIMEOUT, self.flush(tidy)).await {
+                Ok(result) => result.map_err(FlushError::Api),
+                Err(_) => Err(FlushError::Timeout(WRITE_TIMEOUT)),
+            };
+            match result {
+                Ok(()) => {
+                    failures = 0;
+                    early_retry = false;
+                }
                 Err(error) => {
+                    early_retry = failures == 0;
                     failures = failures.saturating_add(1);
-                    let delay = self
-                        .settings
-                        .retry_initial
-                        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
-                        .min(self.settings.retry_max);
-                    next_try = Instant::now() + delay;
-                    warn!(error = %ErrorChain(&error), retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), "could not publish this replica's served records; they stay in memory");
+                    let delay = jitter.apply(
+                        self.settings
+                            .retry_initial
+                            .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+                            .min(self.settings.retry_max),
+                    );
+                    not_before = not_before.max(Instant::now() + delay);
+                    let pending = self.served.recorded().saturating_sub(self.commit.durable());
+                    warn!(error = %ErrorChain(&error), pending, retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), "could not publish this replica's served records; they stay in memory");
                 }
             }
         }
-        // A last write on the way out, so that a restart finds everything this replica served.
-        let last = tokio::time::timeout(self.settings.flush_interval, self.flush()).await;
-        if let Ok(Err(error)) = last {
-            debug!(error = %ErrorChain(&error), "final write of the served records failed");
+        // A last write on the way out, so that a restart finds everything this replica served;
+        // answers still draining get a write too (for at most the bound they wait).
+        let deadline = Instant::now() + super::commit::DEFAULT_WAIT_BOUND;
+        loop {
+            match tokio::time::timeout_at(deadline, self.flush(true)).await {
+                Ok(Ok(())) if self.served.recorded() > self.commit.durable() => {
+                    tokio::time::sleep(self.settings.flush_interval).await;
+                }
+                Ok(Ok(())) | Err(_) => break,
+                Ok(Err(error)) => {
+                    debug!(error = %ErrorChain(&error), "final write of the served records failed");
+                    break;
+                }
+            }
         }
     }
 
-    /// Forgets settled and expired records, and writes this replica's key if it changed.
-    async fn flush(&mut self) -> Result<(), kube::Error> {
+    /// Writes this replica's key if it changed; then every record numbered so far is durable.
+    /// With `tidy`, first forgets settled and expired records and, on the leader, removes
+    /// gone replicas' keys.
+    async fn flush(&mut self, tidy: bool) -> Result<(), kube::Error> {
+        let now = self.served.clock().now();
+        if tidy {
+            self.forget_done(now);
+            if *self.leading.borrow() {
+                self.remove_stale_keys(now).await?;
+            }
+        }
+        let (entries, count) = self.served.entries_and_count();
+        let (text, records) = encode(&entries, self.settings.max_entries, self.settings.max_bytes);
+        if self.last_written.as_deref() == Some(text.as_str()) {
+            self.commit.committed(count);
+            return Ok(());
+        }
+        let result = self.write(&text).await;
+        match &result {
+            Ok(()) => {
+                debug!(
+                    records,
+                    bytes = text.len(),
+                    "published this replica's served records"
+                );
+                self.metrics.mcn_records("published", "", 1);
+                self.last_written = Some(text);
+                self.commit.committed(count);
+            }
+            Err(_) => self.metrics.mcn_records("publish_failed", "", 1),
+        }
+        result
+    }
+
+    /// Forgets settled and expired records.
+    fn forget_done(&self, now: SystemTime) {
         let snapshot = self.snapshots.borrow().clone();
-        let now = SystemTime::now();
         let ttl = self.settings.ttl;
         // Generation 0 is the empty snapshot before the caches synced: nothing is settled yet.
         let settled_here = if snapshot.generation > 0 {
@@ -516,31 +672,6 @@ impl Flusher {
         });
         self.metrics.mcn_records("expired", "", expired);
         self.metrics.mcn_records("settled", "", settled_count);
-        let (text, count) = encode(
-            &self.served.entries(),
-            self.settings.max_entries,
-            self.settings.max_bytes,
-        );
-        if *self.leading.borrow() {
-            self.remove_stale_keys(now).await?;
-        }
-        if self.last_written.as_deref() == Some(text.as_str()) {
-            return Ok(());
-        }
-        let result = self.write(&text).await;
-        match &result {
-            Ok(()) => {
-                debug!(
-                    records = count,
-                    bytes = text.len(),
-                    "published this replica's served records"
-                );
-                self.metrics.mcn_records("published", "", 1);
-                self.last_written = Some(text);
-            }
-            Err(_) => self.metrics.mcn_records("publish_failed", "", 1),
-        }
-        result
     }
 
     /// Removes the keys of replicas that are gone ([`stale_keys`]) with a merge patch guarded by

@@ -4,6 +4,7 @@
 //!
 //! # Shape
 //! - [`served`]: the bounded record remote IP -> last answer, written by the `/config` handler.
+//! - [`commit`]: group commit: an answer waits (bounded) for the write carrying its record.
 //! - [`exchange`]: every replica publishes its records to one shared ConfigMap (batched,
 //!   bounded) and reads the others' back, so the leader sees what any replica served.
 //! - [`matching`]: which record belongs to which Node (pure; the rules for shared addresses).
@@ -33,8 +34,11 @@
 //! ([`matching`]). A load balancer that rewrites source addresses defeats the match: such
 //! records never name a node (see [`matching`] for when the MCN says "source unknown").
 //!
-//! Must not touch: the request path (it never blocks serving), the snapshot or its sources.
+//! Must not touch: the snapshot or its sources. The request path waits on it in one place only:
+//! an answer waits, at most [`commit::DEFAULT_WAIT_BOUND`], for the batched write that carries
+//! its record ([`commit`]); it never calls the API itself.
 
+pub mod commit;
 pub mod controller;
 pub mod desired;
 pub mod exchange;
@@ -70,7 +74,8 @@ pub const ENV_RENEW_DEADLINE_MS: &str = "MCS_MCN_RENEW_DEADLINE_MS";
 pub const ENV_RETRY_PERIOD_MS: &str = "MCS_MCN_RETRY_PERIOD_MS";
 pub const ENV_RESYNC_MS: &str = "MCS_MCN_RESYNC_MS";
 pub const ENV_DELETE_GRACE_MS: &str = "MCS_MCN_DELETE_GRACE_MS";
-/// Shortest time between two writes of this replica's served records.
+/// Shortest time between two writes of this replica's served records (default 200 ms: at most
+/// five writes a second).
 pub const ENV_RECORDS_FLUSH_MS: &str = "MCS_MCN_RECORDS_FLUSH_MS";
 /// How long a served record is kept when its node never joins.
 pub const ENV_RECORDS_TTL_MS: &str = "MCS_MCN_RECORDS_TTL_MS";
@@ -152,6 +157,11 @@ impl PublisherSettings {
 pub struct PublisherInputs {
     pub snapshots: watch::Receiver<Arc<Snapshot>>,
     pub ready: watch::Receiver<bool>,
+    /// Changes with every successful API answer ([`ApiReachability::successes`]): the served
+    /// records are written again as soon as the API works after a failed write.
+    ///
+    /// [`ApiReachability::successes`]: crate::source::cluster::ApiReachability::successes
+    pub api_successes: watch::Receiver<u64>,
 }
 
 /// A running publisher.
@@ -191,8 +201,11 @@ pub fn start(
         client.clone(),
         settings.records,
         served.clone(),
-        inputs.snapshots.clone(),
-        leading.clone(),
+        exchange::ExchangeInputs {
+            snapshots: inputs.snapshots.clone(),
+            leading: leading.clone(),
+            api_successes: inputs.api_successes.clone(),
+        },
         metrics.clone(),
         shutdown.clone(),
     );
@@ -243,6 +256,7 @@ pub fn start_for_cluster(
         PublisherInputs {
             snapshots: source.snapshots.clone(),
             ready: source.ready.clone(),
+            api_successes: source.reachability.successes(),
         },
         served,
         metrics,

@@ -1,11 +1,16 @@
 //! The served-request record: for each remote IP address, the last config this process answered
-//! with a 200 (pool, rendered config, image, Ignition spec version, time).
+//! with a 200 (pool, rendered config, image, Ignition spec version, time in the API server's
+//! clock, [`crate::clock`]).
 //!
 //! Written by the `/config` handler on every successful answer ([`ServedLog::record`]) and read by
 //! the MachineConfigNode publisher, which matches a joining Node's `InternalIP` against it to
 //! write the bootstrap record on the node's MachineConfigNode. Owns only this bounded in-memory
 //! map: it never touches the network, and holds its lock for a map operation only (never across
 //! an `.await`), so the request path never waits on the publisher.
+//!
+//! Every record is numbered in order; the records writer tells through [`GroupCommit`] up to
+//! which number they are durable, and the handler waits for its own ([`ServedLog::durable`],
+//! bounded; see [`super::commit`]).
 //!
 //! The map is bounded ([`DEFAULT_CAPACITY`] addresses); when full, the address answered longest
 //! ago is forgotten. A booting machine asks once (plus retries) and joins within minutes, so only
@@ -15,8 +20,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
+use super::commit::{Durability, GroupCommit};
+use crate::clock::ClusterClock;
 use crate::ignition::SpecVersion;
 use crate::render::Rendered;
 
@@ -42,20 +49,24 @@ pub struct ServedRecord {
 #[derive(Clone, Debug)]
 pub struct ServedLog {
     inner: Arc<Mutex<Inner>>,
+    commit: GroupCommit,
+    clock: ClusterClock,
 }
 
 #[derive(Debug)]
 struct Inner {
     capacity: usize,
-    /// Increases with every record; orders entries by age.
+    /// Increases with every record; orders entries by age and numbers records for the group
+    /// commit (records numbered below it exist).
     next_sequence: u64,
     by_address: HashMap<IpAddr, (u64, ServedRecord)>,
     by_age: BTreeMap<u64, IpAddr>,
 }
 
 impl Inner {
-    /// Remembers `record` for the (canonical) `address`, forgetting the oldest when full.
-    fn insert(&mut self, address: IpAddr, record: ServedRecord) {
+    /// Remembers `record` for the (canonical) `address`, forgetting the oldest when full;
+    /// returns the record's number.
+    fn insert(&mut self, address: IpAddr, record: ServedRecord) -> u64 {
         let sequence = self.next_sequence;
         self.next_sequence += 1;
         if let Some((old_sequence, _)) = self.by_address.insert(address, (sequence, record)) {
@@ -68,6 +79,7 @@ impl Inner {
             };
             self.by_address.remove(&oldest);
         }
+        sequence
     }
 }
 
@@ -87,32 +99,71 @@ impl ServedLog {
                 by_address: HashMap::new(),
                 by_age: BTreeMap::new(),
             })),
+            commit: GroupCommit::default(),
+            clock: ClusterClock::default(),
         }
     }
 
     /// Remembers `record` as the last answer to `address`, forgetting the oldest address when
     /// full. IPv4-mapped IPv6 addresses (`::ffff:a.b.c.d`, seen on dual-stack listeners) are
-    /// stored as the IPv4 address a Node reports.
-    pub fn record(&self, address: IpAddr, record: ServedRecord) {
-        self.lock().insert(address.to_canonical(), record);
+    /// stored as the IPv4 address a Node reports. Returns the record's number and wakes the
+    /// records writer.
+    pub fn record(&self, address: IpAddr, record: ServedRecord) -> u64 {
+        let sequence = self.lock().insert(address.to_canonical(), record);
+        self.commit.recorded();
+        sequence
     }
 
     /// The `/config` handler's hook: remembers that `remote` was answered `rendered` for `pool`
-    /// just now. Without a remote address (a test harness) it does nothing.
-    pub fn record_answer(&self, remote: Option<SocketAddr>, pool: &str, rendered: &Rendered) {
-        let Some(remote) = remote else {
-            return;
-        };
-        self.record(
+    /// just now, and returns the record's number ([`ServedLog::durable`]). Without a remote
+    /// address (a test harness) it does nothing.
+    pub fn record_answer(
+        &self,
+        remote: Option<SocketAddr>,
+        pool: &str,
+        rendered: &Rendered,
+    ) -> Option<u64> {
+        let remote = remote?;
+        Some(self.record(
             remote.ip(),
             ServedRecord {
                 pool: pool.to_owned(),
                 rendered_config: rendered.rendered_config.clone(),
                 image: rendered.image.clone(),
                 spec_version: rendered.version,
-                served_at: SystemTime::now(),
+                served_at: self.clock.now(),
             },
-        );
+        ))
+    }
+
+    /// Waits at most `bound` until the write carrying record `sequence` has succeeded.
+    pub async fn durable(&self, sequence: u64, bound: Duration) -> Durability {
+        self.commit.wait(sequence, bound).await
+    }
+
+    /// The group commit between the handler and the records writer (the writer takes its
+    /// side with [`GroupCommit::writer`]).
+    pub fn commit(&self) -> &GroupCommit {
+        &self.commit
+    }
+
+    /// Every remembered (address, record), the one remembered last first, and how many
+    /// records were numbered so far: a write of these entries makes every number below that
+    /// durable (one lock, so no record falls between the two).
+    pub fn entries_and_count(&self) -> (Vec<(IpAddr, ServedRecord)>, u64) {
+        let inner = self.lock();
+        (Self::entries_of(&inner), inner.next_sequence)
+    }
+
+    /// The clock records are stamped with: the API server's, as the cluster client measures
+    /// it (cluster mode feeds it; see [`crate::clock`]).
+    pub fn clock(&self) -> &ClusterClock {
+        &self.clock
+    }
+
+    /// How many records were numbered so far.
+    pub fn recorded(&self) -> u64 {
+        self.lock().next_sequence
     }
 
     /// The last answer to `address`, if it is still remembered.
@@ -125,7 +176,10 @@ impl ServedLog {
 
     /// Every remembered (address, record), the one remembered last first.
     pub fn entries(&self) -> Vec<(IpAddr, ServedRecord)> {
-        let inner = self.lock();
+        Self::entries_of(&self.lock())
+    }
+
+    fn entries_of(inner: &Inner) -> Vec<(IpAddr, ServedRecord)> {
         inner
             .by_age
             .values()

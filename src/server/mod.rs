@@ -2,7 +2,9 @@
 //!
 //! The routes match the original server on both ports: `GET`/`HEAD /config/<pool>`, `/healthz`,
 //! and 404/405 for everything else, with empty bodies and `Content-Length: 0` on every error.
-//! The handler never performs I/O: it reads the current snapshot and the payload cache.
+//! The handler never performs I/O: it reads the current snapshot and the payload cache. In
+//! cluster mode a 200 waits, at most 2 s, for the batched write that carries its served
+//! record (`crate::mcn::commit`); it never calls the API itself.
 
 pub mod access;
 pub mod admin;
@@ -28,6 +30,7 @@ use tracing::Instrument as _;
 use crate::cache::{CacheKey, CacheOutcome, PayloadCache};
 use crate::events::EventNotices;
 use crate::ignition::{accept, SpecVersion};
+use crate::mcn::commit::{Durability, DEFAULT_WAIT_BOUND as RECORD_WAIT_BOUND};
 use crate::mcn::ServedLog;
 use crate::metrics::{Metrics, PoolLabel, PoolStatusBoard};
 use crate::render::{self, RenderError, Rendered};
@@ -249,7 +252,15 @@ async fn answer_config(
             }
             if !head {
                 // MCN publisher hook: the bootstrap record of the node this address becomes.
-                state.served.record_answer(remote_addr, &pool, &rendered);
+                // The answer waits (bounded) until the batched write carrying the record has
+                // succeeded, so a replica that dies right after answering loses nothing.
+                if let Some(sequence) = state.served.record_answer(remote_addr, &pool, &rendered) {
+                    let durability = state.served.durable(sequence, RECORD_WAIT_BOUND).await;
+                    if durability == Durability::Pending {
+                        tracing::debug!(%pool, "answering before the served record is durable (API slow or unreachable)");
+                        state.metrics.served_before_durable();
+                    }
+                }
             }
             ok_json(&rendered, head)
         }

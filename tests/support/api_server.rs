@@ -225,7 +225,7 @@ impl ApiServer {
     }
 }
 
-/// The fixture operations the shared cluster fixtures (`tests/cluster_support`) use, so that they
+/// The fixture operations the shared cluster fixtures (`support::cluster`) use, so that they
 /// take the test's [`ApiServer`] or, for tests that need the in-test server itself, a
 /// [`FakeApiServer`].
 pub trait FixtureApi {

@@ -174,3 +174,10 @@ pub fn lease_holder(api: &impl FixtureApi) -> Option<String> {
         .filter(|holder| !holder.is_empty())
         .map(str::to_string)
 }
+
+/// Annotation `mcs.machineconfiguration.openshift.io/<key>` of an MCN (the bootstrap record).
+pub fn mcn_annotation(mcn: &Value, key: &str) -> Option<String> {
+    mcn["metadata"]["annotations"][format!("mcs.machineconfiguration.openshift.io/{key}")]
+        .as_str()
+        .map(str::to_string)
+}

@@ -8,6 +8,8 @@
 //!   ([`fake_apiserver`]), or a real kube-apiserver ([`real_apiserver`]) when
 //!   `KUBEBUILDER_ASSETS` names one.
 //! - [`cluster`]: the project's fixtures loaded into an API server as a cluster has them.
+//! - [`balancer`], [`fault_proxy`]: the client-address-keeping load balancer in front of
+//!   several replicas, and the fault-injecting proxy between a replica and its API server.
 //! - [`fixtures`], [`upstream`]: the project's own fixtures, and the upstream assets
 //!   (`MCS_UPSTREAM_ASSETS`).
 //! - [`ignition_samples`], [`validators`]: Ignition configs exercising every translated field,
@@ -15,8 +17,10 @@
 //! - [`tier`]: the `#[tier(...)]` attribute of tests that need more than this repository.
 
 pub mod api_server;
+pub mod balancer;
 pub mod cluster;
 pub mod fake_apiserver;
+pub mod fault_proxy;
 pub mod fixtures;
 pub mod ignition_samples;
 pub mod mcs;

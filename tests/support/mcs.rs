@@ -227,6 +227,13 @@ impl Server {
             .status();
     }
 
+    /// SIGKILL ([`Child::kill`]), as an OOM kill, a kernel panic or a power loss ends it: no
+    /// final write, no lease release. Returns once the process is gone.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Wait for the process to exit (after [`Self::terminate`]).
     pub fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
         let deadline = Instant::now() + timeout;

@@ -247,3 +247,18 @@ fn only_keys_of_other_replicas_with_nothing_fresh_are_stale() {
         .collect();
     assert_eq!(stale, ["gone"]);
 }
+
+#[test]
+fn retry_delays_are_spread_between_half_and_all_of_the_backoff() {
+    let delay = Duration::from_secs(8);
+    assert_eq!(jittered(delay, 0), Duration::from_secs(4));
+    assert!(jittered(delay, u64::MAX) <= delay);
+    assert!(jittered(delay, u64::MAX) > Duration::from_millis(7990));
+    let mut jitter = Jitter::new("master-0");
+    let spread: std::collections::BTreeSet<Duration> =
+        (0..20).map(|_| jitter.apply(delay)).collect();
+    assert!(spread.len() > 10, "{spread:?}");
+    assert!(spread
+        .iter()
+        .all(|d| *d >= Duration::from_secs(4) && *d <= delay));
+}

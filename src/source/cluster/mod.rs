@@ -42,6 +42,7 @@ use self::kubeconfig::{read_token_dir, KubeconfigInputs};
 pub use self::log_once::ReasonLog;
 pub use self::observe::{ApiReachability, ClusterObserver, NoopObserver};
 use self::watches::{Caches, SyncTracker, WatchContext};
+use crate::clock::ClusterClock;
 use crate::snapshot::{Mode, Snapshot};
 
 /// Default `--bootstrap-token-dir`: the node-bootstrapper token secret's mount point.
@@ -60,6 +61,8 @@ pub struct ClusterSettings {
     pub token_poll_interval: Duration,
     /// How long the builder waits after a change for more before building a snapshot.
     pub debounce: Duration,
+    /// Fed with the `Date` header of every API answer (see [`crate::clock`]).
+    pub clock: ClusterClock,
 }
 
 impl ClusterSettings {
@@ -71,6 +74,7 @@ impl ClusterSettings {
             bootstrap_token_dir: PathBuf::from(DEFAULT_BOOTSTRAP_TOKEN_DIR),
             token_poll_interval: Duration::from_secs(1),
             debounce: Duration::from_millis(50),
+            clock: ClusterClock::default(),
         }
     }
 }
@@ -138,7 +142,7 @@ pub async fn start(
 ) -> Result<ClusterSource, Error> {
     let config = client_config(&settings).await?;
     let reachability = ApiReachability::new(observer.clone());
-    let client = build_client(config, reachability.clone())?;
+    let client = build_client(config, reachability.clone(), settings.clock.clone())?;
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let ctx = WatchContext {
@@ -198,12 +202,25 @@ async fn client_config(settings: &ClusterSettings) -> Result<kube::Config, Error
     }
 }
 
-/// The default kube client stack, wrapped so that every request outcome feeds `reachability`.
-fn build_client(config: kube::Config, reachability: ApiReachability) -> Result<Client, Error> {
+/// The default kube client stack, wrapped so that every request outcome feeds `reachability`
+/// and every answer's `Date` header feeds `clock`.
+fn build_client(
+    config: kube::Config,
+    reachability: ApiReachability,
+    clock: ClusterClock,
+) -> Result<Client, Error> {
     type Outcome = Result<http::Response<Box<DynBody>>, tower::BoxError>;
     let observe = tower::util::MapResultLayer::new(move |outcome: Outcome| {
         match &outcome {
-            Ok(_) => reachability.record(true, &"response received"),
+            Ok(response) => {
+                reachability.record(true, &"response received");
+                if response.status().is_success() {
+                    reachability.record_success();
+                }
+                if let Some(date) = response.headers().get(http::header::DATE) {
+                    clock.observe_date(date, std::time::SystemTime::now());
+                }
+            }
             Err(error) => reachability.record(false, error),
         }
         outcome

@@ -7,6 +7,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::metrics::{unix_now, Metrics};
@@ -66,6 +67,8 @@ impl ClusterObserver for Metrics {
 pub struct ApiReachability {
     reachable: Arc<Mutex<Option<bool>>>,
     observer: Arc<dyn ClusterObserver>,
+    /// Counts the API's successful (2xx) answers.
+    successes: watch::Sender<u64>,
 }
 
 impl ApiReachability {
@@ -73,6 +76,7 @@ impl ApiReachability {
         ApiReachability {
             reachable: Arc::new(Mutex::new(None)),
             observer,
+            successes: watch::Sender::new(0),
         }
     }
 
@@ -96,6 +100,19 @@ impl ApiReachability {
             warn!(error = %detail, "Kubernetes API is unreachable; serving the last known state while watches retry with backoff");
         }
         self.observer.api_reachability_changed(reachable);
+    }
+
+    /// The API answered a request with a 2xx.
+    pub fn record_success(&self) {
+        self.successes
+            .send_modify(|count| *count = count.wrapping_add(1));
+    }
+
+    /// Changes with every successful (2xx) answer of the API: a writer backing off after a
+    /// failure (an outage, 429s, 5xx) learns that the API works again without waiting out its
+    /// backoff.
+    pub fn successes(&self) -> watch::Receiver<u64> {
+        self.successes.subscribe()
     }
 
     /// Whether the last request got an answer; `None` before the first request ends.

@@ -1,0 +1,222 @@
+//! Group commit of served records: a config answer waits until the write that carries its
+//! record has succeeded, so a replica that dies right after answering (an OOM kill, a kernel
+//! panic, a power loss) has lost nothing a machine was told.
+//!
+//! The request path and the records writer ([`super::exchange`]) meet here and nowhere else:
+//! - [`super::ServedLog`] numbers every record it keeps (a sequence number, in order) and
+//!   wakes the writer ([`GroupCommit::recorded`]).
+//! - The writer takes every record kept so far in one go, together with the count of records
+//!   numbered so far, writes them in one batch and, once the API has accepted the write,
+//!   declares that count durable ([`GroupCommit::committed`]). Records that arrive while a
+//!   write is in flight go in the next one: one write carries every answer of its interval,
+//!   never one write per request.
+//! - A request waits for its number to be durable ([`GroupCommit::wait`]), at most a bound
+//!   (2 s by default): when the API is slow or unreachable the config is served anyway, the
+//!   record stays pending in memory and is published when the API is back, and the answer is
+//!   counted as sent before its record was durable (`mcs_mcn_records_served_before_durable`).
+//!   A booting machine is never refused because of the API, and never delayed beyond the bound.
+//!
+//! Without a writer (bootstrap mode has no API to write to) nobody waits.
+//!
+//! Owns only the counters and the wake-up between the two sides; no I/O, no lock held across
+//! an `.await`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
+
+/// How long a config answer waits at most for its record to be durable.
+pub const DEFAULT_WAIT_BOUND: Duration = Duration::from_secs(2);
+
+/// How a wait for durability ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// The write carrying the record succeeded.
+    Durable,
+    /// The bound passed first: the answer goes out, the record is still pending.
+    Pending,
+    /// Nothing writes records (bootstrap mode): there is nothing to wait for.
+    NoWriter,
+}
+
+/// The shared handle (cheap to clone) between the request path and the records writer.
+#[derive(Clone, Debug)]
+pub struct GroupCommit {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// Records numbered below this are durable.
+    durable: watch::Sender<u64>,
+    /// Wakes the writer when a record was added.
+    pending: Notify,
+    /// True once a writer exists (cluster mode).
+    writer: AtomicBool,
+}
+
+impl Default for GroupCommit {
+    fn default() -> Self {
+        GroupCommit {
+            inner: Arc::new(Inner {
+                durable: watch::Sender::new(0),
+                pending: Notify::new(),
+                writer: AtomicBool::new(false),
+            }),
+        }
+    }
+}
+
+impl GroupCommit {
+    /// A record was added: wake the writer (a wake-up given while it writes is kept, so the
+    /// records of that interval go in the next write).
+    pub fn recorded(&self) {
+        self.inner.pending.notify_one();
+    }
+
+    /// Waits at most `bound` for record `sequence` to be durable.
+    pub async fn wait(&self, sequence: u64, bound: Duration) -> Durability {
+        if !self.inner.writer.load(Ordering::Acquire) {
+            return Durability::NoWriter;
+        }
+        let mut durable = self.inner.durable.subscribe();
+        let written = tokio::time::timeout(bound, async {
+            durable.wait_for(|count| *count > sequence).await.is_ok()
+        })
+        .await;
+        if written == Ok(true) {
+            Durability::Durable
+        } else {
+            Durability::Pending
+        }
+    }
+
+    /// The writer's side. There is one writer per process (the exchange's flusher); from now
+    /// on answers wait for their records.
+    pub fn writer(&self) -> CommitWriter {
+        self.inner.writer.store(true, Ordering::Release);
+        CommitWriter {
+            inner: self.inner.clone(),
+        }
+    }
+
+    /// How many records are durable (numbered below this).
+    pub fn durable(&self) -> u64 {
+        *self.inner.durable.borrow()
+    }
+}
+
+/// The records writer's handle: waits for records and declares them durable.
+#[derive(Debug)]
+pub struct CommitWriter {
+    inner: Arc<Inner>,
+}
+
+impl CommitWriter {
+    /// Resolves when a record was added since the last call (at once if one was meanwhile).
+    pub async fn pending(&self) {
+        self.inner.pending.notified().await;
+    }
+
+    /// Every record numbered below `count` is durable (a write that carried all of them
+    /// succeeded, or they were forgotten as settled or expired). Never goes back.
+    pub fn committed(&self, count: u64) {
+        self.inner.durable.send_if_modified(|durable| {
+            let advanced = count > *durable;
+            if advanced {
+                *durable = count;
+            }
+            advanced
+        });
+    }
+
+    /// How many records are durable.
+    pub fn durable(&self) -> u64 {
+        *self.inner.durable.borrow()
+    }
+}
+
+impl Drop for CommitWriter {
+    /// A writer that stops (shutdown) stops answers from waiting for it.
+    fn drop(&mut self) {
+        self.inner.writer.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_writer_nobody_waits() {
+        let commit = GroupCommit::default();
+        assert_eq!(
+            commit.wait(0, Duration::from_secs(2)).await,
+            Durability::NoWriter
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_waits_for_the_write_that_carries_its_record() {
+        let commit = GroupCommit::default();
+        let writer = commit.writer();
+        let waiting = tokio::spawn({
+            let commit = commit.clone();
+            async move { commit.wait(2, Duration::from_secs(2)).await }
+        });
+        commit.recorded();
+        writer.pending().await;
+        // A write that carried records 0 and 1 only does not release record 2.
+        writer.committed(2);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!waiting.is_finished());
+        writer.committed(3);
+        assert_eq!(waiting.await.unwrap(), Durability::Durable);
+        // Never goes back.
+        writer.committed(1);
+        assert_eq!(commit.durable(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_waits_at_most_the_bound() {
+        let commit = GroupCommit::default();
+        let _writer = commit.writer();
+        let started = tokio::time::Instant::now();
+        assert_eq!(
+            commit.wait(0, Duration::from_secs(2)).await,
+            Durability::Pending
+        );
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn records_added_during_a_write_wake_the_writer_for_the_next() {
+        let commit = GroupCommit::default();
+        let writer = commit.writer();
+        // Two records while the writer is busy: one wake-up is kept for it.
+        commit.recorded();
+        commit.recorded();
+        tokio::time::timeout(Duration::from_millis(1), writer.pending())
+            .await
+            .expect("a kept wake-up");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(1), writer.pending())
+                .await
+                .is_err(),
+            "one wake-up for the whole batch"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stopped_writer_releases_nobody_but_stops_new_waits() {
+        let commit = GroupCommit::default();
+        let writer = commit.writer();
+        drop(writer);
+        assert_eq!(
+            commit.wait(0, Duration::from_secs(2)).await,
+            Durability::NoWriter
+        );
+    }
+}

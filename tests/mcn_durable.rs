@@ -1,0 +1,372 @@
+//! A served record is durable before its config is sent: three real `machine-config-server
+//! start` replicas behind a round-robin balancer that keeps the client's address
+//! (`support::balancer`); a machine fetches `/config/worker` and the replica that
+//! answered is SIGKILLed (an OOM kill, a kernel panic, a power loss) at several moments right
+//! after the response completed, then comes back as the DaemonSet restarts it. Every machine's
+//! Node then joins, and every MachineConfigNode must carry the bootstrap record of the replica
+//! that served its machine: nothing a dead replica answered is lost.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use support::mcs;
+
+use machine_config_server::mcn;
+use mcs::{poll, Server};
+use support::api_server::{ApiServer, Options};
+use support::balancer::{fetch_config, fetch_like_ignition, served_rendered_config, Balancer};
+use support::cluster::{
+    load_realistic_cluster, mcn_annotation, token_dir, worker_node, APISERVER_URL,
+};
+use support::fault_proxy::{FaultProxy, HoldAt, Logged};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+const REPLICAS: usize = 3;
+
+/// Replica `slot`'s node name (its records' key; stable across restarts).
+fn node_name(slot: usize) -> String {
+    format!("master-{slot}")
+}
+
+/// Replica `slot`, its `generation`-th pod (a restart is a new pod on the same node).
+fn start_replica(
+    api: &ApiServer,
+    tokens: &tempfile::TempDir,
+    slot: usize,
+    generation: usize,
+) -> Server {
+    start_replica_on(api.kubeconfig_file(), tokens, slot, generation)
+}
+
+/// [`start_replica`] with the API server of `kubeconfig` (e.g. a fault proxy's).
+fn start_replica_on(
+    kubeconfig: &Path,
+    tokens: &tempfile::TempDir,
+    slot: usize,
+    generation: usize,
+) -> Server {
+    let pod = format!("mcs-pod-{slot}-{generation}");
+    let node = node_name(slot);
+    let server = Server::start_cluster(
+        kubeconfig,
+        APISERVER_URL,
+        tokens.path(),
+        &[
+            ("POD_NAME", pod.as_str()),
+            (mcn::ENV_NODE_NAME, node.as_str()),
+            (mcn::ENV_LEASE_DURATION_MS, "3000"),
+            (mcn::ENV_RENEW_PERIOD_MS, "500"),
+            (mcn::ENV_RENEW_DEADLINE_MS, "2000"),
+            (mcn::ENV_RETRY_PERIOD_MS, "300"),
+            (mcn::ENV_RESYNC_MS, "500"),
+        ],
+    );
+    poll("replica ready", DEADLINE, || {
+        (mcs::request(server.metrics, None, "GET", "/readyz", &[]).status == 200).then_some(())
+    });
+    server
+}
+
+fn machine(i: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 10, 4, u8::try_from(i + 1).unwrap()))
+}
+
+/// What one machine was served, by whom, and when its replica was killed.
+struct Served {
+    replica: String,
+    rendered_config: String,
+    kill: String,
+}
+
+/// Creates the Nodes of `served` and waits until every MCN names the replica that served its
+/// machine and the config it got; the machines whose record is missing or wrong fail the test.
+fn every_node_gets_its_record(api: &ApiServer, served: &BTreeMap<usize, Served>) {
+    for i in served.keys() {
+        api.create(&worker_node(&format!("worker-durable-{i}"), machine(*i)))
+            .unwrap();
+    }
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let wrong: Vec<String> = served
+            .iter()
+            .filter_map(|(i, expected)| {
+                let name = format!("worker-durable-{i}");
+                let mcn = api.get("MachineConfigNode", None, &name);
+                let by = mcn
+                    .as_ref()
+                    .and_then(|m| mcn_annotation(m, "bootstrap-served-by"));
+                let config = mcn
+                    .as_ref()
+                    .and_then(|m| mcn_annotation(m, "bootstrap-rendered-config"));
+                (by.as_deref() != Some(expected.replica.as_str())
+                    || config.as_deref() != Some(expected.rendered_config.as_str()))
+                .then(|| {
+                    format!(
+                        "{name} (served by {}, killed {}): served-by {by:?}, config {config:?}",
+                        expected.replica, expected.kill
+                    )
+                })
+            })
+            .collect();
+        if wrong.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {} machines lost their bootstrap record when their replica was killed:\n{}",
+            wrong.len(),
+            served.len(),
+            wrong.join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_replica_killed_right_after_answering_loses_no_record() {
+    let api = ApiServer::start(Options::default());
+    load_realistic_cluster(&api);
+    let tokens = token_dir();
+    let mut generation = 0;
+    let mut replicas: Vec<Server> = (0..REPLICAS)
+        .map(|slot| start_replica(&api, &tokens, slot, generation))
+        .collect();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let balancer = runtime.block_on(Balancer::start(
+        replicas.iter().map(|s| s.insecure).collect(),
+    ));
+
+    // The replica that answered dies this long after the machine read the whole response.
+    let kill_after_ms = [0u64, 0, 0, 1, 5, 20, 50, 100, 250];
+    let mut served = BTreeMap::new();
+    for (i, after) in kill_after_ms.into_iter().enumerate() {
+        let (response, _) =
+            runtime.block_on(fetch_like_ignition(balancer.address, machine(i), DEADLINE));
+        let slot = balancer.last_choice(machine(i)).unwrap();
+        std::thread::sleep(Duration::from_millis(after));
+        replicas[slot].kill();
+        served.insert(
+            i,
+            Served {
+                replica: node_name(slot),
+                rendered_config: served_rendered_config(&response.json()),
+                kill: format!("{after} ms after the response"),
+            },
+        );
+        generation += 1;
+        replicas[slot] = start_replica(&api, &tokens, slot, generation);
+        balancer.set_upstream(slot, replicas[slot].insecure);
+    }
+    every_node_gets_its_record(&api, &served);
+}
+
+/// The served-records write that carries `address`'s record.
+fn carries_record_of(address: IpAddr) -> impl Fn(&str, &str, &[u8]) -> bool + Send + 'static {
+    let needle = format!("\\\"{address}\\\"");
+    move |method, uri, body| {
+        method == "PATCH"
+            && uri.contains(&format!("/configmaps/{}", mcn::exchange::DEFAULT_NAME))
+            && String::from_utf8_lossy(body).contains(&needle)
+    }
+}
+
+#[test]
+fn a_replica_killed_in_the_middle_of_the_write_loses_no_record() {
+    let api = ApiServer::start(Options::default());
+    load_realistic_cluster(&api);
+    let tokens = token_dir();
+    // One proxy per replica between it and the API server, to hold its write.
+    let proxies: Vec<FaultProxy> = (0..REPLICAS)
+        .map(|_| FaultProxy::start(api.kubeconfig_file()))
+        .collect();
+    let mut generation = 0;
+    let mut replicas: Vec<Server> = (0..REPLICAS)
+        .map(|slot| start_replica_on(proxies[slot].kubeconfig_file(), &tokens, slot, generation))
+        .collect();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let balancer = runtime.block_on(Balancer::start(
+        replicas.iter().map(|s| s.insecure).collect(),
+    ));
+
+    // The replica dies while the write carrying the machine's record is on its way to the API
+    // server (it never arrives), or after the API server applied it but before the replica
+    // heard back. The machine retries as Ignition does; the next replica answers.
+    let moments = [
+        HoldAt::BeforeForwarding,
+        HoldAt::AfterAnswer,
+        HoldAt::BeforeForwarding,
+        HoldAt::AfterAnswer,
+        HoldAt::BeforeForwarding,
+        HoldAt::AfterAnswer,
+    ];
+    let mut served = BTreeMap::new();
+    for (n, at) in moments.into_iter().enumerate() {
+        let i = 100 + n;
+        let held: Vec<_> = proxies
+            .iter()
+            .map(|proxy| proxy.hold_next(at, carries_record_of(machine(i))))
+            .collect();
+        let fetch = runtime.spawn(fetch_like_ignition(balancer.address, machine(i), DEADLINE));
+        let slot = poll("the write carrying the record held", DEADLINE, || {
+            held.iter().position(|h| h.try_recv().is_ok())
+        });
+        replicas[slot].kill();
+        for proxy in &proxies {
+            proxy.clear_hold();
+        }
+        let (response, failed_attempts) = runtime.block_on(fetch).unwrap();
+        let answered_by = balancer.last_choice(machine(i)).unwrap();
+        eprintln!(
+            "{at:?}: the write of replica {slot} held, replica killed; the machine got its config from replica {answered_by} after {failed_attempts} failed attempts"
+        );
+        served.insert(
+            i,
+            Served {
+                replica: node_name(answered_by),
+                rendered_config: served_rendered_config(&response.json()),
+                kill: format!("mid-write ({at:?})"),
+            },
+        );
+        generation += 1;
+        replicas[slot] =
+            start_replica_on(proxies[slot].kubeconfig_file(), &tokens, slot, generation);
+        balancer.set_upstream(slot, replicas[slot].insecure);
+    }
+    every_node_gets_its_record(&api, &served);
+}
+
+/// Start times of `log`'s served-records writes.
+fn record_writes(log: &[Logged]) -> Vec<Instant> {
+    log.iter()
+        .filter(|entry| {
+            entry.method == "PATCH"
+                && entry
+                    .uri
+                    .contains(&format!("/configmaps/{}", mcn::exchange::DEFAULT_NAME))
+        })
+        .map(|entry| entry.at)
+        .collect()
+}
+
+/// The most of `times` within any one second.
+fn most_in_one_second(times: &[Instant]) -> usize {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    (0..sorted.len())
+        .map(|i| {
+            sorted[i..]
+                .iter()
+                .take_while(|t| t.duration_since(sorted[i]) < Duration::from_secs(1))
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_storm_of_500_machines_is_answered_within_2_s_at_p99_with_a_few_batched_writes() {
+    const MACHINES: usize = 500;
+    let api = ApiServer::start(Options::default());
+    load_realistic_cluster(&api);
+    let tokens = token_dir();
+    // Proxies without faults: their logs tell each replica's writes apart, with times.
+    let proxies: Vec<FaultProxy> = (0..REPLICAS)
+        .map(|_| FaultProxy::start(api.kubeconfig_file()))
+        .collect();
+    let replicas: Vec<Server> = (0..REPLICAS)
+        .map(|slot| start_replica_on(proxies[slot].kubeconfig_file(), &tokens, slot, 0))
+        .collect();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let balancer = runtime.block_on(Balancer::start(
+        replicas.iter().map(|s| s.insecure).collect(),
+    ));
+    let storm_machine = |i: usize| {
+        IpAddr::V4(Ipv4Addr::new(
+            127,
+            10,
+            5 + (i / 250) as u8,
+            (i % 250 + 1) as u8,
+        ))
+    };
+
+    let started = Instant::now();
+    let results = runtime.block_on(async {
+        let fetches: Vec<_> = (0..MACHINES)
+            .map(|i| {
+                let (to, from) = (balancer.address, storm_machine(i));
+                tokio::spawn(async move {
+                    let asked = Instant::now();
+                    let response = fetch_config(to, from).await;
+                    (response.map(|r| r.status), asked.elapsed())
+                })
+            })
+            .collect();
+        let mut results = Vec::new();
+        for fetch in fetches {
+            results.push(fetch.await.unwrap());
+        }
+        results
+    });
+    let storm = started.elapsed();
+    let errors: Vec<String> = results
+        .iter()
+        .filter(|(status, _)| !matches!(status, Ok(200)))
+        .map(|(status, _)| format!("{status:?}"))
+        .collect();
+    let mut latencies: Vec<Duration> = results.iter().map(|(_, took)| *took).collect();
+    latencies.sort();
+    let p99 = latencies[MACHINES * 99 / 100 - 1];
+    let p50 = latencies[MACHINES / 2];
+
+    let writes: Vec<Vec<Instant>> = proxies.iter().map(|p| record_writes(&p.log())).collect();
+    let per_second: Vec<usize> = writes.iter().map(|w| most_in_one_second(w)).collect();
+    let not_durable: f64 = replicas
+        .iter()
+        .map(|r| {
+            let body = mcs::request(r.metrics, None, "GET", "/metrics", &[]).body;
+            String::from_utf8_lossy(&body)
+                .lines()
+                .filter(|l| l.starts_with("mcs_mcn_records_served_before_durable_total "))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>()
+        })
+        .sum();
+    eprintln!(
+        "{MACHINES} machines at once through 3 replicas: {} errors, p50 {p50:?}, p99 {p99:?}, max {:?}, all answered in {storm:?}; \
+         served-record writes per replica {:?} (most in one second {per_second:?}); answers sent before their record was durable: {not_durable}",
+        errors.len(),
+        latencies[MACHINES - 1],
+        writes.iter().map(Vec::len).collect::<Vec<_>>(),
+    );
+    assert!(errors.is_empty(), "failed fetches: {errors:?}");
+    assert!(p99 < Duration::from_secs(2), "p99 {p99:?}");
+    for (slot, most) in per_second.iter().enumerate() {
+        assert!(
+            *most <= 5,
+            "replica {slot}: {most} record writes in one second"
+        );
+    }
+    assert!(
+        writes.iter().map(Vec::len).sum::<usize>() < MACHINES / 5,
+        "writes are batched, never one per request"
+    );
+    assert_eq!(not_durable, 0.0, "every answer waited for its record");
+    // Every record reached the shared object.
+    poll("every record published", DEADLINE, || {
+        let object = api.get(
+            "ConfigMap",
+            Some(support::cluster::MCO_NAMESPACE),
+            mcn::exchange::DEFAULT_NAME,
+        )?;
+        let published: usize = object["data"]
+            .as_object()?
+            .values()
+            .filter_map(|text| {
+                let value: serde_json::Value = serde_json::from_str(text.as_str()?).ok()?;
+                Some(value["served"].as_array()?.len())
+            })
+            .sum();
+        (published == MACHINES).then_some(())
+    });
+}
