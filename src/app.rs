@@ -13,12 +13,14 @@ use tokio::sync::watch;
 
 use crate::cache::PayloadCache;
 use crate::cli::{self, Cli, Command, RunError, UsageError};
-use crate::events::{EventInputs, EventNotices};
+use crate::events::EventInputs;
 use crate::metrics::{Metrics, PoolStatusBoard};
 use crate::server::access::AccessPolicy;
 use crate::server::admin::{self, AdminState};
 use crate::server::layered_decisions::DecisionTracker;
 use crate::server::listener::{self, ConnectionLimits};
+use crate::server::notices::EventNotices;
+use crate::server::served::ServedLog;
 use crate::server::tls::{ReloadOutcome, TlsPolicy, TlsReloader, DEFAULT_RELOAD_INTERVAL};
 use crate::server::{self, AppState};
 use crate::snapshot::Snapshot;
@@ -162,7 +164,7 @@ struct Ports {
     limits: ConnectionLimits,
     /// What each remote address was last answered; the MachineConfigNode publisher (cluster
     /// mode) reads a clone of it.
-    served: crate::mcn::ServedLog,
+    served: ServedLog,
 }
 
 impl Ports {
@@ -234,7 +236,7 @@ impl Ports {
             metrics,
             access,
             limits,
-            served: crate::mcn::ServedLog::default(),
+            served: ServedLog::default(),
         })
     }
 

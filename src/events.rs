@@ -29,160 +29,30 @@
 //! Owns: which events exist, their wording, the leader-only publishing task. Must not touch:
 //! the request path beyond the non-blocking [`EventNotices`] calls.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::Resource;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::ignition::SpecVersion;
-use crate::mcn::ServedRecord;
 use crate::metrics::Metrics;
 use crate::render::layered::{self, DecisionReason};
+use crate::server::notices::{reference, Notice};
 use crate::snapshot::Snapshot;
 
 /// `reportingController` of every Event.
 pub const REPORTING_CONTROLLER: &str = "machineconfiguration.openshift.io/machine-config-server";
 /// Shortest time between two Event writes (at most ten a second).
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
-/// Notices waiting for the publisher; more are dropped.
-const QUEUE: usize = 1024;
-/// Node uids remembered as announced (a cluster's nodes; the oldest is forgotten beyond).
-const ANNOUNCED_NODES: usize = 8192;
 /// An Event write that takes longer is given up.
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
 /// The API server's limit on `note`.
 const NOTE_LIMIT: usize = 1024;
-
-/// What the request path and the MachineConfigNode publisher tell the event publisher.
-#[derive(Clone, Debug)]
-pub enum Notice {
-    /// A render for an existing pool failed (`kind`: the error's kind; `message`: its chain).
-    RenderFailed {
-        pool: String,
-        version: SpecVersion,
-        kind: &'static str,
-        status: u16,
-        message: String,
-    },
-    /// A render for the pool succeeded (a later failure is news again).
-    Rendered { pool: String, version: SpecVersion },
-    /// The publisher matched a served record to this Node: the first config its machine got.
-    FirstConfigServed {
-        node: ObjectReference,
-        record: ServedRecord,
-    },
-}
-
-/// The sending side, cheap to clone; every call returns at once. The default handle sends
-/// nowhere (bootstrap mode, tests).
-#[derive(Clone, Debug, Default)]
-pub struct EventNotices {
-    inner: Option<Arc<NoticesInner>>,
-}
-
-#[derive(Debug)]
-struct NoticesInner {
-    tx: mpsc::Sender<Notice>,
-    metrics: Arc<Metrics>,
-    announced: Mutex<(HashSet<String>, VecDeque<String>)>,
-}
-
-impl EventNotices {
-    /// A handle and the receiver [`start`] reads.
-    pub fn channel(metrics: Arc<Metrics>) -> (Self, mpsc::Receiver<Notice>) {
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let inner = NoticesInner {
-            tx,
-            metrics,
-            announced: Mutex::new((HashSet::new(), VecDeque::new())),
-        };
-        (
-            EventNotices {
-                inner: Some(Arc::new(inner)),
-            },
-            rx,
-        )
-    }
-
-    /// A render for `pool` (an existing pool) in spec `version` failed.
-    pub fn render_failed(
-        &self,
-        pool: &str,
-        version: SpecVersion,
-        kind: &'static str,
-        status: u16,
-        message: String,
-    ) {
-        self.send(Notice::RenderFailed {
-            pool: pool.to_owned(),
-            version,
-            kind,
-            status,
-            message,
-        });
-    }
-
-    /// A render for `pool` in spec `version` succeeded.
-    pub fn rendered(&self, pool: &str, version: SpecVersion) {
-        self.send(Notice::Rendered {
-            pool: pool.to_owned(),
-            version,
-        });
-    }
-
-    /// The MachineConfigNode publisher's hook: `record` is what `node`'s machine was served
-    /// before it joined. Announced once per Node uid; later calls for it do nothing.
-    pub fn first_config_served(&self, node: &Node, record: &ServedRecord) {
-        let Some(inner) = &self.inner else { return };
-        let Some(uid) = node.metadata.uid.clone() else {
-            return;
-        };
-        // Held while sending (a non-blocking `try_send`), so that a Node counts as announced
-        // only once its notice is queued: one dropped on a full queue is sent on a later pass.
-        let mut announced = inner
-            .announced
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if announced.0.contains(&uid) {
-            return;
-        }
-        let queued = self.send(Notice::FirstConfigServed {
-            node: reference(node),
-            record: record.clone(),
-        });
-        if !queued {
-            return;
-        }
-        announced.0.insert(uid.clone());
-        announced.1.push_back(uid);
-        while announced.1.len() > ANNOUNCED_NODES {
-            if let Some(oldest) = announced.1.pop_front() {
-                announced.0.remove(&oldest);
-            }
-        }
-    }
-
-    /// Queues `notice`; false (counted as dropped) when the queue is full or closed.
-    fn send(&self, notice: Notice) -> bool {
-        let Some(inner) = &self.inner else {
-            return false;
-        };
-        let queued = inner.tx.try_send(notice).is_ok();
-        if !queued {
-            inner.metrics.kube_event("dropped");
-            tracing::debug!("event notice queue full or closed; notice dropped");
-        }
-        queued
-    }
-}
-
 /// One Event to publish.
 pub struct PlannedEvent {
     pub regarding: ObjectReference,
@@ -373,20 +243,6 @@ fn related_build(state: &LayeredState, snapshot: &Snapshot) -> Option<ObjectRefe
         .iter()
         .find(|c| c.metadata.name.as_ref() == Some(name))?;
     Some(reference(config.as_ref()))
-}
-
-/// A reference naming the object (kind, name, uid), without the resourceVersion: the
-/// recorder aggregates repeats by reference, and a new resourceVersion is the same object.
-fn reference<K: Resource<DynamicType = ()>>(object: &K) -> ObjectReference {
-    let meta: &ObjectMeta = object.meta();
-    ObjectReference {
-        api_version: Some(K::api_version(&()).into_owned()),
-        kind: Some(K::kind(&()).into_owned()),
-        name: meta.name.clone(),
-        namespace: meta.namespace.clone(),
-        uid: meta.uid.clone(),
-        ..ObjectReference::default()
-    }
 }
 
 /// `text` cut to the API server's limit on a character boundary.
@@ -626,7 +482,10 @@ pub fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::notices::{EventNotices, QUEUE};
+    use crate::server::served::ServedRecord;
     use crate::snapshot::Mode;
+    use k8s_openapi::api::core::v1::Node;
     use serde_json::json;
 
     const IMAGE: &str = "quay.io/example/layered@sha256:1111";

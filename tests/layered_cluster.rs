@@ -333,7 +333,7 @@ impl Cluster {
             pools: pools.clone(),
             access: Arc::new(AccessPolicy::default()),
             layered: Arc::new(DecisionTracker::new()),
-            served: machine_config_server::mcn::ServedLog::default(),
+            served: machine_config_server::server::served::ServedLog::default(),
             events: Default::default(),
         });
         let admin = admin_router(AdminState {

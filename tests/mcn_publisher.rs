@@ -24,11 +24,12 @@ use std::time::{Duration, Instant};
 use support::tier;
 
 use machine_config_server::cache::PayloadCache;
-use machine_config_server::mcn::{self, ServedLog};
+use machine_config_server::mcn;
 use machine_config_server::metrics::{Metrics, PoolStatusBoard};
 use machine_config_server::server::access::AccessPolicy;
 use machine_config_server::server::layered_decisions::DecisionTracker;
 use machine_config_server::server::listener::{self, ConnectionLimits};
+use machine_config_server::server::served::ServedLog;
 use machine_config_server::server::{router, AppState};
 use machine_config_server::source::cluster::{self, ClusterSettings, ClusterSource};
 use serde_json::{json, Value};

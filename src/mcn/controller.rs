@@ -51,11 +51,11 @@ use super::exchange::SharedView;
 use super::matching::{MergedRecords, UnknownReason};
 use super::plan::{plan, Action, World};
 use super::rate::{self, WriteBudget};
-use super::served::ServedLog;
 use super::FIELD_MANAGER;
 use crate::api::machineconfignode::{MachineConfigNode, MachineConfigNodeStatus};
-use crate::events::EventNotices;
 use crate::metrics::Metrics;
+use crate::server::notices::EventNotices;
+use crate::server::served::ServedLog;
 use crate::snapshot::Snapshot;
 use crate::telemetry::ErrorChain;
 

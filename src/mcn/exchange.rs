@@ -24,7 +24,7 @@
 //! records changed, never per request: every record kept when a write starts goes in it, and
 //! records that arrive while it is in flight go in the next one. Once the API server accepted a
 //! write (a 2xx answer: the object is in etcd), every record it carried is durable and the
-//! answers waiting for them go out ([`super::commit`]). A write that fails (any error status,
+//! answers waiting for them go out ([`crate::server::commit`]). A write that fails (any error status,
 //! 409 and 422 included, or a transport error) or takes longer than [`WRITE_TIMEOUT`] made
 //! nothing durable, whatever the API server did with it: it is retried with jittered
 //! exponential backoff, an apply of the same key being idempotent; meanwhile the records stay
@@ -61,13 +61,13 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::commit::CommitWriter;
 use super::desired::has_bootstrap_record;
 use super::matching::served_before;
-use super::served::{ServedLog, ServedRecord};
 use crate::api::node::{created as node_created, internal_ips, name as node_name};
 use crate::ignition::SpecVersion;
 use crate::metrics::Metrics;
+use crate::server::commit::CommitWriter;
+use crate::server::served::{ServedLog, ServedRecord};
 use crate::snapshot::Snapshot;
 use crate::telemetry::ErrorChain;
 
@@ -595,7 +595,7 @@ impl Flusher {
         }
         // A last write on the way out, so that a restart finds everything this replica served;
         // answers still draining get a write too (for at most the bound they wait).
-        let deadline = Instant::now() + super::commit::DEFAULT_WAIT_BOUND;
+        let deadline = Instant::now() + crate::server::commit::DEFAULT_WAIT_BOUND;
         loop {
             match tokio::time::timeout_at(deadline, self.flush(true)).await {
                 Ok(Ok(())) if self.served.recorded() > self.commit.durable() => {

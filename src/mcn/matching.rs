@@ -32,8 +32,8 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Node;
 
-use super::served::ServedRecord;
 use crate::api::node::{created as node_created, internal_ips, name as node_name};
+use crate::server::served::ServedRecord;
 
 /// How much later than the Node's creation a served record may be and still be the node's own
 /// (the record's time is a replica's clock, the creation time the API server's). A machine is

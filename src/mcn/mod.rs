@@ -3,8 +3,9 @@
 //! what it was served.
 //!
 //! # Shape
-//! - [`served`]: the bounded record remote IP -> last answer, written by the `/config` handler.
-//! - [`commit`]: group commit: an answer waits (bounded) for the write carrying its record.
+//! What the `/config` handler records lives beside it, in the server: the served-request log
+//! ([`crate::server::served`]) and the group commit it waits on ([`crate::server::commit`]).
+//! Here:
 //! - [`exchange`]: every replica publishes its records to one shared ConfigMap (batched,
 //!   bounded) and reads the others' back, so the leader sees what any replica served.
 //! - [`matching`]: which record belongs to which Node (pure; the rules for shared addresses).
@@ -35,10 +36,9 @@
 //! records never name a node (see [`matching`] for when the MCN says "source unknown").
 //!
 //! Must not touch: the snapshot or its sources. The request path waits on it in one place only:
-//! an answer waits, at most [`commit::DEFAULT_WAIT_BOUND`], for the batched write that carries
-//! its record ([`commit`]); it never calls the API itself.
+//! an answer waits, at most [`crate::server::commit::DEFAULT_WAIT_BOUND`], for the batched
+//! write ([`exchange`]) that carries its record; it never calls the API itself.
 
-pub mod commit;
 pub mod controller;
 pub mod desired;
 pub mod exchange;
@@ -46,7 +46,6 @@ pub mod lease;
 pub mod matching;
 pub mod plan;
 pub mod rate;
-pub mod served;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,14 +53,14 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::events::EventNotices;
 use crate::metrics::Metrics;
+use crate::server::notices::EventNotices;
+use crate::server::served::ServedLog;
 use crate::snapshot::Snapshot;
 
 pub use controller::ReconcileSettings;
 pub use exchange::ExchangeSettings;
 pub use lease::LeaseSettings;
-pub use served::{ServedLog, ServedRecord};
 
 /// The server-side apply field manager of every MCN write.
 pub const FIELD_MANAGER: &str = "machine-config-server-mcn";

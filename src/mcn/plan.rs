@@ -35,11 +35,11 @@ use super::desired::{
     NodeInputs, PoolServing, NOT_YET_SET,
 };
 use super::matching::{match_node, nodes_by_address, BootstrapMatch, ServedLookup};
-use super::served::ServedRecord;
 use crate::api::machineconfignode::{MachineConfigNode, MachineConfigNodeSpec, SpecConfigVersion};
 use crate::api::node::{is_provisioning, name as node_name};
 use crate::api::pool_membership::{primary_pool, PoolSelector};
 use crate::render::layered::{self};
+use crate::server::served::ServedRecord;
 use crate::snapshot::Snapshot;
 
 /// The cluster state a plan is made from.

@@ -4,13 +4,21 @@
 //! and 404/405 for everything else, with empty bodies and `Content-Length: 0` on every error.
 //! The handler never performs I/O: it reads the current snapshot and the payload cache. In
 //! cluster mode a 200 waits, at most 2 s, for the batched write that carries its served
-//! record (`crate::mcn::commit`); it never calls the API itself.
+//! record ([`commit`]); it never calls the API itself.
+//!
+//! What the request path reports to the cluster-mode tasks above it lives here, so that they
+//! depend on the server and not the other way round: the served-request log ([`served`]) and
+//! its group commit ([`commit`]) for the MachineConfigNode publisher, the notices for
+//! Kubernetes Events ([`notices`]), and the layered decisions served ([`layered_decisions`]).
 
 pub mod access;
 pub mod admin;
+pub mod commit;
 pub mod layered_decisions;
 pub mod listener;
+pub mod notices;
 pub mod pool_path;
+pub mod served;
 pub mod stall;
 pub mod tls;
 
@@ -28,16 +36,16 @@ use tokio::sync::watch;
 use tracing::Instrument as _;
 
 use crate::cache::{CacheKey, CacheOutcome, PayloadCache};
-use crate::events::EventNotices;
 use crate::ignition::{accept, SpecVersion};
-use crate::mcn::commit::{Durability, DEFAULT_WAIT_BOUND as RECORD_WAIT_BOUND};
-use crate::mcn::ServedLog;
 use crate::metrics::{Metrics, PoolLabel, PoolStatusBoard};
 use crate::render::{self, RenderError, Rendered};
 use crate::snapshot::Snapshot;
 use crate::telemetry;
 use crate::telemetry::ErrorChain;
+use commit::{Durability, DEFAULT_WAIT_BOUND as RECORD_WAIT_BOUND};
 use layered_decisions::DecisionTracker;
+use notices::EventNotices;
+use served::ServedLog;
 
 /// Shared state of the request handlers: cheap handles only.
 #[derive(Clone)]

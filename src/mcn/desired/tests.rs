@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::json;
 
 use crate::ignition::SpecVersion;
-use crate::mcn::served::ServedRecord;
+use crate::server::served::ServedRecord;
 
 const DIGEST_IMAGE: &str = "quay.example.com/ocp/os@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 

@@ -1,6 +1,6 @@
 use super::*;
 use crate::mcn::matching::CLOCK_SKEW;
-use crate::mcn::served::ServedRecord;
+use crate::server::served::ServedRecord;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, UNIX_EPOCH};

@@ -2,8 +2,8 @@
 //! record has succeeded, so a replica that dies right after answering (an OOM kill, a kernel
 //! panic, a power loss) has lost nothing a machine was told.
 //!
-//! The request path and the records writer ([`super::exchange`]) meet here and nowhere else:
-//! - [`super::ServedLog`] numbers every record it keeps (a sequence number, in order) and
+//! The request path and the records writer ([`crate::mcn::exchange`]) meet here and nowhere else:
+//! - [`super::served::ServedLog`] numbers every record it keeps (a sequence number, in order) and
 //!   wakes the writer ([`GroupCommit::recorded`]).
 //! - The writer takes every record kept so far in one go, together with the count of records
 //!   numbered so far, writes them in one batch and, once the API has accepted the write,
