@@ -27,7 +27,7 @@
 //! a bounded queue are dropped and counted (`mcs_events_total{result="dropped"}`).
 //!
 //! Owns: which events exist, their wording, the leader-only publishing task. Must not touch:
-//! the request path beyond the non-blocking [`EventNotices`] calls.
+//! the request path beyond the non-blocking [`crate::server::notices::EventNotices`] calls.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

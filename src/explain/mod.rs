@@ -2,18 +2,19 @@
 //! and why, without binding a port. The first thing to run when a node will not join.
 //!
 //! Owns the report ([`Explanation`], its text and JSON forms) and the one-shot loading of a
-//! snapshot: the bootstrap directory read once ([`bootstrap::load_once`]), or the cluster source
+//! snapshot: the bootstrap directory read once ([`crate::source::bootstrap::load_once`]), or the cluster source
 //! started, given until `--timeout-seconds` for its caches to sync, and stopped.
 //!
 //! Everything reported comes from the serving code paths, in the config handler's order: pool
-//! name from the path ([`pool_path::parse`]), Accept negotiation ([`accept::negotiate`]),
-//! readiness, [`render::render`] and its status mapping ([`server::status_for`]). What is
+//! name from the path ([`crate::server::pool_path::parse`]), Accept negotiation
+//! ([`crate::ignition::accept::negotiate`]), readiness, [`crate::render::render`] and its status
+//! mapping ([`crate::server::status_for`]). What is
 //! described of a served config is read back from the served bytes. This module decides
 //! nothing the server decides, and never prints file contents or the served kubeconfig: paths,
 //! modes and sizes only.
 //!
-//! Split by concern: [`report`] decides what is reported (pure, from a snapshot), [`text`] prints
-//! it for people, [`bootstrap_mode`] and [`cluster_mode`] load the snapshot of each mode.
+//! Split by concern: `report` decides what is reported (pure, from a snapshot), `text` prints
+//! it for people, `bootstrap_mode` and `cluster_mode` load the snapshot of each mode.
 
 mod bootstrap_mode;
 mod cluster_mode;

@@ -297,7 +297,7 @@ impl Reconciler {
     /// One pass: plan from `snapshot` and carry out every action that is not held back.
     ///
     /// Writes spend the write budget in plan order (newest Nodes first). A pass waits for the
-    /// budget for at most [`PASS_LENGTH`]; then it ends, and the next one plans again from the
+    /// budget for at most `PASS_LENGTH`; then it ends, and the next one plans again from the
     /// newest snapshot once a token is there (planning over thousands of Nodes for every single
     /// write would cost more than the writes).
     pub async fn reconcile(&mut self, snapshot: &Snapshot, leading: &watch::Receiver<bool>) {

@@ -456,8 +456,8 @@ fn pool_members<'a>(
         .collect()
 }
 
-/// A hash of what a render reads of a Node: its name, labels ([`pool_members`]) and
-/// annotations ([`validating_node`]). The cluster source starts a new snapshot generation (new
+/// A hash of what a render reads of a Node: its name, labels (`pool_members`) and
+/// annotations (`validating_node`). The cluster source starts a new snapshot generation (new
 /// payloads) only when this, or another render input, changes.
 pub fn node_render_digest(node: &Node) -> u64 {
     use std::hash::{Hash as _, Hasher as _};
@@ -468,7 +468,7 @@ pub fn node_render_digest(node: &Node) -> u64 {
     hasher.finish()
 }
 
-/// A hash of what a render reads of a MachineConfigNode ([`validating_node`]): its name,
+/// A hash of what a render reads of a MachineConfigNode (`validating_node`): its name,
 /// `status.configImage.currentImage` and whether `NodeDegraded` is true; `None` when it has
 /// neither (a render then decides as if it did not exist). Everything else the daemon rewrites
 /// during an update (other conditions, config versions, times) is not read.

@@ -7,7 +7,7 @@
 //!   wakes the writer ([`GroupCommit::recorded`]).
 //! - The writer takes every record kept so far in one go, together with the count of records
 //!   numbered so far, writes them in one batch and, once the API has accepted the write,
-//!   declares that count durable ([`GroupCommit::committed`]). Records that arrive while a
+//!   declares that count durable ([`CommitWriter::committed`]). Records that arrive while a
 //!   write is in flight go in the next one: one write carries every answer of its interval,
 //!   never one write per request.
 //! - A request waits for its number to be durable ([`GroupCommit::wait`]), at most a bound
