@@ -131,194 +131,147 @@ struct Watched {
 /// watch tasks.
 pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle<()>>) {
     let mut tasks = Vec::new();
-    let all = watcher::Config::default();
+    let all = || watcher::Config::default();
     let named = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
 
-    let pools = spawn(
-        Api::all(client.clone()),
-        all.clone(),
-        Watched {
-            kind: "MachineConfigPool",
-            optional: false,
-        },
-        keep,
-        ctx,
-        &mut tasks,
-    );
-    let machine_configs = spawn(
-        Api::all(client.clone()),
-        all.clone(),
-        Watched {
-            kind: "MachineConfig",
-            optional: false,
-        },
-        keep,
-        ctx,
-        &mut tasks,
-    );
-    let controller_configs = spawn(
-        Api::all(client.clone()),
-        named(CONTROLLER_CONFIG_NAME),
-        Watched {
-            kind: "ControllerConfig",
-            optional: false,
-        },
-        keep,
-        ctx,
-        &mut tasks,
-    );
-    let config_maps = spawn(
-        Api::namespaced(client.clone(), MCO_NAMESPACE),
-        named(KUBECONFIG_DATA_CONFIG_MAP),
-        Watched {
-            kind: "ConfigMap",
-            optional: false,
-        },
-        keep,
-        ctx,
-        &mut tasks,
-    );
-    let machine_os_configs = spawn(
-        Api::all(client.clone()),
-        all.clone(),
-        Watched {
-            kind: "MachineOSConfig",
-            optional: true,
-        },
-        keep,
-        ctx,
-        &mut tasks,
-    );
-    let machine_os_builds = spawn(
-        Api::all(client.clone()),
-        all.clone(),
-        Watched {
-            kind: "MachineOSBuild",
-            optional: true,
-        },
-        keep,
-        ctx,
-        &mut tasks,
-    );
-    let nodes = spawn_with_digest(
-        Api::all(client.clone()),
-        all.clone(),
-        Watched {
-            kind: "Node",
-            optional: false,
-        },
-        keep,
-        Some(node_digest),
-        Some(Lenient::share_unchanged),
-        ctx,
-        &mut tasks,
-    );
-    let machine_config_nodes = spawn(
-        Api::all(client.clone()),
-        all.clone(),
-        Watched {
-            kind: "MachineConfigNode",
-            optional: true,
-        },
-        slim_mcn::keep_what_is_read,
-        ctx,
-        &mut tasks,
-    );
-    let services = spawn(
-        Api::namespaced(client.clone(), REGISTRY_NAMESPACE),
-        all.clone(),
-        Watched {
-            kind: "Service",
-            optional: false,
-        },
-        keep,
-        ctx,
-        &mut tasks,
-    );
-    let routes = spawn(
-        Api::namespaced(client.clone(), REGISTRY_NAMESPACE),
-        all,
-        Watched {
-            kind: "Route",
-            optional: true,
-        },
-        keep,
-        ctx,
-        &mut tasks,
-    );
     let caches = Caches {
-        pools,
-        machine_configs,
-        controller_configs,
-        config_maps,
-        machine_os_configs,
-        machine_os_builds,
-        nodes,
-        machine_config_nodes,
-        services,
-        routes,
+        pools: Watch::new(Api::all(client.clone()), all(), "MachineConfigPool")
+            .spawn(ctx, &mut tasks),
+        machine_configs: Watch::new(Api::all(client.clone()), all(), "MachineConfig")
+            .spawn(ctx, &mut tasks),
+        controller_configs: Watch::new(
+            Api::all(client.clone()),
+            named(CONTROLLER_CONFIG_NAME),
+            "ControllerConfig",
+        )
+        .spawn(ctx, &mut tasks),
+        config_maps: Watch::new(
+            Api::namespaced(client.clone(), MCO_NAMESPACE),
+            named(KUBECONFIG_DATA_CONFIG_MAP),
+            "ConfigMap",
+        )
+        .spawn(ctx, &mut tasks),
+        machine_os_configs: Watch::new(Api::all(client.clone()), all(), "MachineOSConfig")
+            .optional()
+            .spawn(ctx, &mut tasks),
+        machine_os_builds: Watch::new(Api::all(client.clone()), all(), "MachineOSBuild")
+            .optional()
+            .spawn(ctx, &mut tasks),
+        nodes: Watch::new(Api::all(client.clone()), all(), "Node")
+            .digest(node_digest)
+            .share_unchanged(Lenient::share_unchanged)
+            .spawn(ctx, &mut tasks),
+        machine_config_nodes: Watch::new(Api::all(client.clone()), all(), "MachineConfigNode")
+            .optional()
+            .trim(slim_mcn::keep_what_is_read)
+            .spawn(ctx, &mut tasks),
+        services: Watch::new(
+            Api::namespaced(client.clone(), REGISTRY_NAMESPACE),
+            all(),
+            "Service",
+        )
+        .spawn(ctx, &mut tasks),
+        routes: Watch::new(
+            Api::namespaced(client.clone(), REGISTRY_NAMESPACE),
+            all(),
+            "Route",
+        )
+        .optional()
+        .spawn(ctx, &mut tasks),
     };
     (caches, tasks)
-}
-
-fn keep<K>(_: &mut K) {}
-
-fn spawn<K>(
-    api: Api<Lenient<K>>,
-    config: watcher::Config,
-    watched: Watched,
-    trim: fn(&mut K),
-    ctx: &WatchContext,
-    tasks: &mut Vec<JoinHandle<()>>,
-) -> Store<Lenient<K>>
-where
-    K: Resource<DynamicType = ()> + Clone + Decode + Debug + Send + Sync + 'static,
-{
-    spawn_with_digest(api, config, watched, trim, None, None, ctx, tasks)
 }
 
 /// Gives an update the cached object's copy when what is kept of it did not change.
 type ShareUnchanged<K> = fn(&mut Lenient<K>, &Lenient<K>);
 
-/// [`spawn`], with `digest` summarising what the server reads of an object: an update that
-/// leaves it unchanged (a kubelet's status heartbeat) still refreshes the cache but does not
-/// wake the snapshot builder. `share_unchanged` gives an update the cached object's copy when
-/// what is kept of it did not change (see [`Lenient::share_unchanged`]).
-#[allow(clippy::too_many_arguments)]
-fn spawn_with_digest<K>(
+/// One reflector to start: what it watches and how each object is kept.
+struct Watch<K: Resource<DynamicType = ()>> {
     api: Api<Lenient<K>>,
     config: watcher::Config,
     watched: Watched,
+    /// Drops what the server never reads before the object is cached.
     trim: fn(&mut K),
+    /// Summarises what the server reads of an object: an update that leaves it unchanged (a
+    /// kubelet's status heartbeat) still refreshes the cache but does not wake the snapshot
+    /// builder.
     digest: Option<fn(&K) -> u64>,
+    /// Gives an update the cached object's copy when what is kept of it did not change (see
+    /// [`Lenient::share_unchanged`]).
     share_unchanged: Option<ShareUnchanged<K>>,
-    ctx: &WatchContext,
-    tasks: &mut Vec<JoinHandle<()>>,
-) -> Store<Lenient<K>>
+}
+
+impl<K> Watch<K>
 where
     K: Resource<DynamicType = ()> + Clone + Decode + Debug + Send + Sync + 'static,
 {
-    ctx.sync.register(watched.kind);
-    let (reader, writer) = reflector::store();
-    let cached = reader.clone();
-    let stream = watcher::watcher(api, config)
-        .default_backoff()
-        .modify(move |object: &mut Lenient<K>| {
-            object.modify_object(trim);
-            if let Some(share) = share_unchanged {
-                if let Some(previous) = cached.get(&ObjectRef::from_obj(object)) {
-                    share(object, &previous);
+    /// A required kind (its list must succeed before the source is ready), kept whole.
+    fn new(api: Api<Lenient<K>>, config: watcher::Config, kind: &'static str) -> Self {
+        Watch {
+            api,
+            config,
+            watched: Watched {
+                kind,
+                optional: false,
+            },
+            trim: |_| {},
+            digest: None,
+            share_unchanged: None,
+        }
+    }
+
+    fn optional(mut self) -> Self {
+        self.watched.optional = true;
+        self
+    }
+
+    fn trim(mut self, trim: fn(&mut K)) -> Self {
+        self.trim = trim;
+        self
+    }
+
+    fn digest(mut self, digest: fn(&K) -> u64) -> Self {
+        self.digest = Some(digest);
+        self
+    }
+
+    fn share_unchanged(mut self, share: ShareUnchanged<K>) -> Self {
+        self.share_unchanged = Some(share);
+        self
+    }
+
+    /// Starts the reflector; its task joins `tasks`.
+    fn spawn(self, ctx: &WatchContext, tasks: &mut Vec<JoinHandle<()>>) -> Store<Lenient<K>> {
+        let Watch {
+            api,
+            config,
+            watched,
+            trim,
+            digest,
+            share_unchanged,
+        } = self;
+        ctx.sync.register(watched.kind);
+        let (reader, writer) = reflector::store();
+        let cached = reader.clone();
+        let stream = watcher::watcher(api, config)
+            .default_backoff()
+            .modify(move |object: &mut Lenient<K>| {
+                object.modify_object(trim);
+                if let Some(share) = share_unchanged {
+                    if let Some(previous) = cached.get(&ObjectRef::from_obj(object)) {
+                        share(object, &previous);
+                    }
                 }
-            }
-        })
-        .reflect(writer);
-    tasks.push(tokio::spawn(run_watch(
-        stream,
-        watched,
-        digest,
-        ctx.clone(),
-    )));
-    reader
+            })
+            .reflect(writer);
+        tasks.push(tokio::spawn(run_watch(
+            stream,
+            watched,
+            digest,
+            ctx.clone(),
+        )));
+        reader
+    }
 }
 
 /// The last digest seen per object; `None` digests (no digest function, or an object that
