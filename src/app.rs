@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use crate::cache::PayloadCache;
 use crate::cli::{self, Cli, Command, RunError, UsageError};
 use crate::events::EventInputs;
+use crate::mcn::{PublisherInputs, PublisherSettings};
 use crate::metrics::{Metrics, PoolStatusBoard};
 use crate::server::access::AccessPolicy;
 use crate::server::admin::{self, AdminState};
@@ -92,6 +93,16 @@ async fn run_start(
     cli::require_dir("--bootstrap-token-dir", &flags.bootstrap_token_dir)?;
     let policy = TlsPolicy::from_flags(&root.tls_min_version, &root.tls_cipher_suites)
         .map_err(|e| UsageError(e.to_string()))?;
+    // The replica's name for leader election: the pod name when the manifest passes it,
+    // else the host name.
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_default();
+    let publisher_settings =
+        PublisherSettings::for_replica(&host, flags.mcn_max_writes_per_second, |key| {
+            std::env::var(key).ok()
+        })
+        .map_err(|e| UsageError(e.to_string()))?;
     let ports = Ports::bind(root, policy).await?;
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
@@ -107,23 +118,18 @@ async fn run_start(
     let source = cluster::start(settings, ports.metrics.clone(), wait_for(shutdown.clone()))
         .await
         .map_err(|e| UsageError(e.to_string()))?;
-    // The replica's name for leader election: the pod name when the manifest passes it,
-    // else the host name.
-    let host = std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_default();
     let (events, notices) = EventNotices::channel(ports.metrics.clone());
-    let publisher = crate::mcn::start_for_cluster(
-        &source,
-        ports.served.clone(),
-        ports.metrics.clone(),
-        events.clone(),
-        &host,
-        flags.mcn_max_writes_per_second,
-        |key| std::env::var(key).ok(),
+    let publisher = crate::mcn::start(
+        source.client.clone(),
+        publisher_settings,
+        PublisherInputs::of(
+            &source,
+            ports.served.clone(),
+            ports.metrics.clone(),
+            events.clone(),
+        ),
         shutdown.clone(),
-    )
-    .map_err(UsageError)?;
+    );
     // Events are published by the same replica as MachineConfigNodes: the lease holder.
     let event_task = crate::events::start(
         source.client.clone(),

@@ -245,17 +245,18 @@ impl Replica {
 
         // As `start` wires it: identity from the host name, timing from MCS_MCN_*_MS.
         let timing = test_timing();
-        let publisher = mcn::start_for_cluster(
-            &source,
-            served,
-            metrics.clone(),
-            Default::default(),
+        let settings = mcn::PublisherSettings::for_replica(
             identity,
             mcn::rate::DEFAULT_MAX_WRITES_PER_SECOND,
             |key| timing.get(key).cloned(),
-            shutdown_rx,
         )
         .expect("valid timing overrides");
+        let publisher = mcn::start(
+            source.client.clone(),
+            settings,
+            mcn::PublisherInputs::of(&source, served, metrics.clone(), Default::default()),
+            shutdown_rx,
+        );
         let mut ready = source.ready.clone();
         tokio::time::timeout(DEADLINE, ready.wait_for(|ready| *ready))
             .await

@@ -82,6 +82,28 @@ pub const ENV_RECORDS_TTL_MS: &str = "MCS_MCN_RECORDS_TTL_MS";
 /// without it the pod or host name is used.
 pub const ENV_NODE_NAME: &str = "NODE_NAME";
 
+/// Why the publisher's settings are unusable (a settings error: the server does not start).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    #[error("{variable}={value:?}: expected a positive number of milliseconds")]
+    NotMilliseconds {
+        variable: &'static str,
+        value: String,
+    },
+    #[error("{ENV_RENEW_DEADLINE_MS} must be shorter than {ENV_LEASE_DURATION_MS}: the leader must stop before its lease can expire")]
+    RenewDeadlineNotShorter,
+}
+
+impl SettingsError {
+    /// A short label for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::NotMilliseconds { .. } => "not_milliseconds",
+            Self::RenewDeadlineNotShorter => "renew_deadline_not_shorter",
+        }
+    }
+}
+
 /// Everything the publisher needs to know before it starts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PublisherSettings {
@@ -101,20 +123,34 @@ impl PublisherSettings {
         }
     }
 
+    /// The settings of this replica as `machine-config-server start` runs it: its identity
+    /// (`host`: the pod or machine name), its records' name ([`ENV_NODE_NAME`] found by `env`,
+    /// else `host`), its write budget (`--mcn-max-writes-per-second`) and the `MCS_MCN_*_MS`
+    /// timing overrides found by `env` (start-up glue passes `|k| std::env::var(k).ok()`).
+    pub fn for_replica(
+        host: &str,
+        max_writes_per_second: std::num::NonZeroU32,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, SettingsError> {
+        let node = env(ENV_NODE_NAME).filter(|name| !name.trim().is_empty());
+        let replica = node.as_deref().unwrap_or(host);
+        let mut settings = PublisherSettings::new(identity(host), replica).with_overrides(env)?;
+        settings.reconcile.max_writes_per_second = max_writes_per_second;
+        Ok(settings)
+    }
+
     /// Applies the `MCS_MCN_*_MS` overrides found by `lookup` (e.g. `std::env::var`). A value
     /// that is not a positive number of milliseconds is an error naming the variable.
     pub fn with_overrides(
         mut self,
         lookup: impl Fn(&str) -> Option<String>,
-    ) -> Result<Self, String> {
-        let millis = |key: &str| -> Result<Option<Duration>, String> {
-            match lookup(key) {
+    ) -> Result<Self, SettingsError> {
+        let millis = |variable: &'static str| -> Result<Option<Duration>, SettingsError> {
+            match lookup(variable) {
                 None => Ok(None),
                 Some(value) => match value.trim().parse::<u64>() {
                     Ok(ms) if ms > 0 => Ok(Some(Duration::from_millis(ms))),
-                    _ => Err(format!(
-                        "{key}={value:?}: expected a positive number of milliseconds"
-                    )),
+                    _ => Err(SettingsError::NotMilliseconds { variable, value }),
                 },
             }
         };
@@ -143,15 +179,14 @@ impl PublisherSettings {
             self.records.ttl = d;
         }
         if self.lease.renew_deadline >= self.lease.lease_duration {
-            return Err(format!(
-                "{ENV_RENEW_DEADLINE_MS} must be shorter than {ENV_LEASE_DURATION_MS}: the leader must stop before its lease can expire"
-            ));
+            return Err(SettingsError::RenewDeadlineNotShorter);
         }
         Ok(self)
     }
 }
 
-/// The publisher's view of the cluster: the cluster source's snapshots and readiness.
+/// What the publisher reads and reports to: the cluster source's snapshots and readiness, the
+/// request path's served records, the metrics registry and the Event notices.
 #[derive(Clone)]
 pub struct PublisherInputs {
     pub snapshots: watch::Receiver<Arc<Snapshot>>,
@@ -161,6 +196,28 @@ pub struct PublisherInputs {
     ///
     /// [`ApiReachability::successes`]: crate::source::cluster::ApiReachability::successes
     pub api_successes: watch::Receiver<u64>,
+    pub served: ServedLog,
+    pub metrics: Arc<Metrics>,
+    pub events: EventNotices,
+}
+
+impl PublisherInputs {
+    /// The inputs of a publisher on `source`'s caches.
+    pub fn of(
+        source: &crate::source::cluster::ClusterSource,
+        served: ServedLog,
+        metrics: Arc<Metrics>,
+        events: EventNotices,
+    ) -> Self {
+        PublisherInputs {
+            snapshots: source.snapshots.clone(),
+            ready: source.ready.clone(),
+            api_successes: source.reachability.successes(),
+            served,
+            metrics,
+            events,
+        }
+    }
 }
 
 /// A running publisher.
@@ -187,11 +244,16 @@ pub fn start(
     client: kube::Client,
     settings: PublisherSettings,
     inputs: PublisherInputs,
-    served: ServedLog,
-    metrics: Arc<Metrics>,
-    events: EventNotices,
     shutdown: watch::Receiver<bool>,
 ) -> Publisher {
+    let PublisherInputs {
+        snapshots,
+        ready,
+        api_successes,
+        served,
+        metrics,
+        events,
+    } = inputs;
     let (leading_tx, leading) = watch::channel(false);
     let elector = lease::Elector::new(client.clone(), settings.lease);
     let election = tokio::spawn(lease::run(elector, leading_tx, shutdown.clone()));
@@ -201,9 +263,9 @@ pub fn start(
         settings.records,
         served.clone(),
         exchange::ExchangeInputs {
-            snapshots: inputs.snapshots.clone(),
+            snapshots: snapshots.clone(),
             leading: leading.clone(),
-            api_successes: inputs.api_successes.clone(),
+            api_successes,
         },
         metrics.clone(),
         shutdown.clone(),
@@ -218,50 +280,13 @@ pub fn start(
         controller::Reconciler::new(client, records, metrics, events, settings.reconcile);
     let reconcile = tokio::spawn(controller::run(
         reconciler,
-        inputs.snapshots,
-        inputs.ready,
+        snapshots,
+        ready,
         leading.clone(),
         shutdown,
     ));
     tasks.extend([election, reconcile]);
     Publisher { leading, tasks }
-}
-
-/// The one call `machine-config-server start` makes once its cluster source runs: starts the
-/// publisher on the source's snapshots and client, with this replica's identity (`host`: the
-/// pod or machine name), its records' name ([`ENV_NODE_NAME`] found by `env`, else `host`), its
-/// write budget (`--mcn-max-writes-per-second`) and the `MCS_MCN_*_MS` timing overrides found by
-/// `env` (start-up glue passes
-/// `|k| std::env::var(k).ok()`). An invalid override is an error naming the variable.
-// Each argument is one input of the start-up glue; a struct would only move the list.
-#[allow(clippy::too_many_arguments)]
-pub fn start_for_cluster(
-    source: &crate::source::cluster::ClusterSource,
-    served: ServedLog,
-    metrics: Arc<Metrics>,
-    events: EventNotices,
-    host: &str,
-    max_writes_per_second: std::num::NonZeroU32,
-    env: impl Fn(&str) -> Option<String>,
-    shutdown: watch::Receiver<bool>,
-) -> Result<Publisher, String> {
-    let node = env(ENV_NODE_NAME).filter(|name| !name.trim().is_empty());
-    let replica = node.as_deref().unwrap_or(host);
-    let mut settings = PublisherSettings::new(identity(host), replica).with_overrides(env)?;
-    settings.reconcile.max_writes_per_second = max_writes_per_second;
-    Ok(start(
-        source.client.clone(),
-        settings,
-        PublisherInputs {
-            snapshots: source.snapshots.clone(),
-            ready: source.ready.clone(),
-            api_successes: source.reachability.successes(),
-        },
-        served,
-        metrics,
-        events,
-        shutdown,
-    ))
 }
 
 /// This replica's lease identity: `<host name>_<process id>`. `host` is the pod's or machine's
@@ -301,11 +326,19 @@ mod tests {
         let err = PublisherSettings::new("me", "node-0")
             .with_overrides(|k| (k == ENV_RENEW_PERIOD_MS).then(|| "soon".to_string()))
             .unwrap_err();
-        assert!(err.contains(ENV_RENEW_PERIOD_MS), "{err}");
+        assert_eq!(
+            err,
+            SettingsError::NotMilliseconds {
+                variable: ENV_RENEW_PERIOD_MS,
+                value: "soon".into()
+            }
+        );
+        assert!(err.to_string().starts_with(ENV_RENEW_PERIOD_MS), "{err}");
         let err = PublisherSettings::new("me", "node-0")
             .with_overrides(|k| (k == ENV_RENEW_DEADLINE_MS).then(|| "20000".to_string()))
             .unwrap_err();
-        assert!(err.contains("shorter"), "{err}");
+        assert_eq!(err, SettingsError::RenewDeadlineNotShorter);
+        assert!(err.to_string().contains("shorter"), "{err}");
     }
 
     #[test]
