@@ -229,12 +229,21 @@ pub fn encode(
     (serde_json::to_string(&wire).unwrap_or_default(), count)
 }
 
+/// Why a replica's value in the shared ConfigMap cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("not the served-records format: {0}")]
+    NotRecords(#[from] serde_json::Error),
+    #[error("unknown format version {0}")]
+    UnknownVersion(u32),
+}
+
 /// The records of one replica's value; entries that do not parse are skipped (a newer
 /// format's or a hand edit's), a value that does not parse at all is an error.
-pub fn decode(text: &str) -> Result<Vec<(IpAddr, ServedRecord)>, String> {
-    let wire: Wire = serde_json::from_str(text).map_err(|e| e.to_string())?;
+pub fn decode(text: &str) -> Result<Vec<(IpAddr, ServedRecord)>, DecodeError> {
+    let wire: Wire = serde_json::from_str(text)?;
     if wire.v != FORMAT_VERSION {
-        return Err(format!("unknown format version {}", wire.v));
+        return Err(DecodeError::UnknownVersion(wire.v));
     }
     Ok(wire
         .served
