@@ -20,6 +20,7 @@ import argparse
 import base64
 import hashlib
 import json
+import uuid
 import random
 import shutil
 import sys
@@ -116,7 +117,7 @@ metadata:
     controller: true
     kind: MachineConfigPool
     name: {pool}
-    uid: ""
+    uid: {uuid.uuid5(uuid.NAMESPACE_URL, f"machineconfigpool/{pool}")}
 spec:
   baseOSExtensionsContainerImage: ""
   config: {json.dumps(config, separators=(",", ":"))}
