@@ -101,7 +101,13 @@ peak_rss_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
 # The rendered MachineConfig file a bootstrap pool points at.
 mc_file() {
     local dir=$1 pool=$2 name
-    name=$(awk '/^status:/ { s = 1 } s && /^    name:/ { print $2; exit }' "$dir/machine-pools/$pool.yaml")
+    if [[ $(head -c 1 "$dir/machine-pools/$pool.yaml") == "{" ]]; then
+        # JSON (the project's generated fixtures).
+        name=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["status"]["configuration"]["name"])' \
+            "$dir/machine-pools/$pool.yaml")
+    else
+        name=$(awk '/^status:/ { s = 1 } s && /^    name:/ { print $2; exit }' "$dir/machine-pools/$pool.yaml")
+    fi
     echo "$dir/machine-configs/$name.yaml"
 }
 
