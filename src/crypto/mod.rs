@@ -21,6 +21,8 @@ mod backend;
 #[cfg(all(feature = "ring", not(feature = "openssl")))]
 #[path = "ring.rs"]
 mod backend;
+#[cfg(feature = "openssl")]
+mod openssl_hkdf;
 #[cfg(not(any(feature = "ring", feature = "openssl")))]
 compile_error!("enable a TLS crypto backend: cargo feature `ring` (default) or `openssl`");
 

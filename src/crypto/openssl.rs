@@ -27,7 +27,11 @@ pub(super) fn key_provider() -> &'static dyn rustls::crypto::KeyProvider {
 /// rustls-openssl's provider: the suites and default key exchange groups this OpenSSL offers at
 /// run time (ChaCha20 and X25519MLKEM768 only where the loaded providers have them).
 pub(super) fn default_provider() -> CryptoProvider {
-    rustls_openssl::default_provider()
+    let mut provider = rustls_openssl::default_provider();
+    for suite in &mut provider.cipher_suites {
+        *suite = super::openssl_hkdf::with_reused_context(*suite);
+    }
+    provider
 }
 
 /// Every key exchange group this OpenSSL offers (P-521 included, which is not a default).
