@@ -4,14 +4,12 @@
 //! OpenSSL's FIPS provider at hand) the server in FIPS mode: its log line, its metric, and what
 //! OpenSSL's own client can and cannot negotiate with it.
 
-#[path = "support/mcs.rs"]
-mod mcs;
-#[path = "support/openssl_fips.rs"]
-mod openssl_fips;
-
 use std::process::{Command, Stdio};
 
-use mcs::Server;
+use support::mcs::{self, Server};
+
+/// The binary under test, as cargo built it for these tests.
+const BIN: &str = env!("CARGO_BIN_EXE_machine-config-server");
 
 /// The provider name `mcs_tls_crypto_info` carries in this build.
 const PROVIDER: &str = if cfg!(feature = "openssl") {
@@ -117,7 +115,7 @@ fn read_elf(bytes: &[u8]) -> ElfFacts {
 
 #[test]
 fn the_binary_is_dynamically_linked_and_names_libcrypto_exactly_in_the_openssl_build() {
-    let facts = read_elf(&std::fs::read(mcs::BIN).unwrap());
+    let facts = read_elf(&std::fs::read(BIN).unwrap());
     // check-payload takes the file for an executable: ET_EXEC, or ET_DYN marked PIE.
     assert!(
         facts.executable_type == ET_EXEC || (facts.executable_type == ET_DYN && facts.pie),
@@ -135,7 +133,7 @@ fn the_binary_is_dynamically_linked_and_names_libcrypto_exactly_in_the_openssl_b
         assert!(libcrypto.is_empty(), "{facts:?}");
     }
     // The reader is checked against binutils' where it is installed.
-    if let Ok(output) = Command::new("readelf").args(["-d", mcs::BIN]).output() {
+    if let Ok(output) = Command::new("readelf").args(["-d", BIN]).output() {
         let text = String::from_utf8_lossy(&output.stdout);
         for lib in &facts.needed {
             assert!(text.contains(&format!("[{lib}]")), "{lib} not in:\n{text}");
@@ -159,7 +157,7 @@ fn the_binary_is_dynamically_linked_and_names_libcrypto_exactly_in_the_openssl_b
 fn fips_without_a_loadable_fips_provider_refuses_to_start_in_one_line() {
     let no_modules = tempfile::tempdir().unwrap();
     let port = mcs::free_port();
-    let output = Command::new(mcs::BIN)
+    let output = Command::new(BIN)
         .arg("--fips")
         .args(["--secure-port", &port.to_string(), "--insecure-port", "0"])
         .args(["--bind-address", "127.0.0.1", "--metrics-bind-address", ""])
@@ -272,12 +270,10 @@ fn without_fips_mode_metrics_name_the_provider_and_x25519_and_chacha20_are_negot
 /// FIPS mode end to end, with OpenSSL's FIPS provider: one log line, the metric, approved
 /// algorithms negotiated and everything else refused, and a config served over TLS.
 #[cfg(feature = "openssl")]
+#[support::tier(openssl_fips)]
 #[test]
 fn fips_mode_end_to_end_with_openssls_fips_provider() {
-    let Some(env) = openssl_fips::server_env("fips_mode_end_to_end_with_openssls_fips_provider")
-    else {
-        return;
-    };
+    let env = support::openssl_fips::server_env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut args = vec!["--fips".to_owned()];
     args.extend(bootstrap_args());

@@ -6,28 +6,20 @@
 //! only approved suites, groups and signature schemes over TLS 1.3. In each case the server
 //! syncs its caches through the front and serves configs.
 
-#[path = "cluster_support/mod.rs"]
-mod cluster_support;
-#[path = "support/mcs.rs"]
-mod mcs;
-#[path = "support/openssl_fips.rs"]
-mod openssl_fips;
-mod support;
-
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
-use cluster_support::{load_realistic_cluster, token_dir, APISERVER_URL};
-use mcs::{poll, Server};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::{CipherSuite, NamedGroup, ProtocolVersion, SignatureScheme};
+use support::cluster::{load_realistic_cluster, token_dir, APISERVER_URL};
 use support::fake_apiserver::{FakeApiServer, Options};
+use support::mcs::{self, poll, Server};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -306,13 +298,10 @@ fn the_kubernetes_client_follows_tls_min_version_and_tls_cipher_suites() {
 
 /// FIPS mode: the client offers only approved suites (TLS 1.3), groups and signature schemes.
 #[cfg(feature = "openssl")]
+#[support::tier(openssl_fips)]
 #[test]
 fn in_fips_mode_the_kubernetes_client_offers_only_approved_algorithms() {
-    let Some(env) = openssl_fips::server_env(
-        "in_fips_mode_the_kubernetes_client_offers_only_approved_algorithms",
-    ) else {
-        return;
-    };
+    let env = support::openssl_fips::server_env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let through = start_through_tls(&["--fips"], &env);
     assert!(through.server.output().contains("FIPS mode on (--fips)"));
