@@ -16,6 +16,9 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY benches ./benches
+# Workspace members (the test support crates): cargo reads their manifests to resolve the
+# workspace, though the release binary does not depend on them.
+COPY tests/support ./tests/support
 RUN cargo build --release --locked --no-default-features --features openssl \
         --bin machine-config-server \
     && ldd target/release/machine-config-server | grep -q 'libcrypto\.so\.3 => /'
