@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Benchmark harness: machine-config-server side by side with nginx serving the same bytes with the
-# same certificate, in one run, on loopback. See benches/README.md for what it measures and why.
+# Benchmark harness: machine-config-server, in its ring build and its OpenSSL build, side by side
+# with nginx serving the same bytes with the same certificate, in one run, on loopback. See
+# benches/README.md for what it measures and why.
 #
 # Usage: benches/run.sh            (environment knobs are listed in benches/README.md)
 set -euo pipefail
@@ -18,6 +19,7 @@ CERT=${MCS_BENCH_CERT:-$REPO/certs/tls.crt}
 KEY=${MCS_BENCH_KEY:-$REPO/certs/tls.key}
 SYNTHETIC_BYTES=${MCS_BENCH_SYNTHETIC_BYTES:-1860000} # Ignition content per synthetic MachineConfig
 SERVERS=${MCS_BENCH_SERVERS:-ours,nginx}          # "nginx" alone checks the harness without our server
+BUILDS=${MCS_BENCH_BUILDS:-ring,openssl}          # our builds: crypto backend (cargo feature) of each
 KEEP=${MCS_BENCH_KEEP:-0}                         # 1: keep the work directory for inspection
 # Spec versions requested: the realistic fixture as a current Ignition asks (3.4.0); the
 # synthetic one at every servable version, so that many distinct 4 MB payloads are cached.
@@ -27,8 +29,9 @@ CLUSTER_POOLS=${MCS_BENCH_CLUSTER_POOLS:-20}       # synthetic 4 MB pools served
 CLUSTER_VERSIONS=${MCS_BENCH_CLUSTER_VERSIONS:-3.4.0}
 USER_AGENT='Ignition/2.20.0'
 
-# Targets from issue 8.
+# Targets from issue 8; issue 28: the OpenSSL build at least as fast as nginx.
 TARGET_THROUGHPUT_RATIO=0.8
+TARGET_OPENSSL_THROUGHPUT_RATIO=1.0
 TARGET_P99_RATIO=1.5
 TARGET_RSS_REALISTIC_MB=64
 TARGET_RSS_SYNTHETIC_MB=256
@@ -98,14 +101,22 @@ peak_rss_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
 # The rendered MachineConfig file a bootstrap pool points at.
 mc_file() {
     local dir=$1 pool=$2 name
-    name=$(awk '/^status:/ { s = 1 } s && /^    name:/ { print $2; exit }' "$dir/machine-pools/$pool.yaml")
+    if [[ $(head -c 1 "$dir/machine-pools/$pool.yaml") == "{" ]]; then
+        # JSON (the project's generated fixtures).
+        name=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["status"]["configuration"]["name"])' \
+            "$dir/machine-pools/$pool.yaml")
+    else
+        name=$(awk '/^status:/ { s = 1 } s && /^    name:/ { print $2; exit }' "$dir/machine-pools/$pool.yaml")
+    fi
     echo "$dir/machine-configs/$name.yaml"
 }
 
-# start_ours NAME MODE DIR -> sets OURS_PID, OURS_PORT. MODE bootstrap serves DIR as the base
-# directory; MODE cluster runs `start` against the fake API server described by DIR/cluster.env.
+# start_ours NAME MODE DIR BUILD -> sets OURS_PID[BUILD], OURS_PORT[BUILD]. MODE bootstrap serves
+# DIR as the base directory; MODE cluster runs `start` against the fake API server described by
+# DIR/cluster.env.
+declare -A OURS_PID OURS_PORT SERVER_BIN
 start_ours() {
-    local name=$1 mode=$2 dir=$3 args=()
+    local name=$1 mode=$2 dir=$3 build=$4 args=() port pid
     if [[ $mode == bootstrap ]]; then
         args=(bootstrap --server-basedir "$dir" --bootstrap-kubeconfig "$dir/kubeconfig")
     else
@@ -115,14 +126,16 @@ start_ours() {
         args=(start --kubeconfig "$KUBECONFIG" --bootstrap-token-dir "$TOKEN_DIR"
             --apiserver-url https://api-int.example.com:6443)
     fi
-    OURS_PORT=$(free_port)
-    "$SERVER_BIN" "${args[@]}" \
-        --cert "$CERT" --key "$KEY" --secure-port "$OURS_PORT" --insecure-port 0 \
+    port=$(free_port)
+    "${SERVER_BIN[$build]}" "${args[@]}" \
+        --cert "$CERT" --key "$KEY" --secure-port "$port" --insecure-port 0 \
         --bind-address 127.0.0.1 --metrics-bind-address "" \
-        >"$WORK/ours-$name.log" 2>&1 &
-    OURS_PID=$!
-    STARTED+=("$OURS_PID")
-    wait_ready "https://127.0.0.1:$OURS_PORT/healthz" "$OURS_PID" "$WORK/ours-$name.log"
+        >"$WORK/ours-$name-$build.log" 2>&1 &
+    pid=$!
+    STARTED+=("$pid")
+    OURS_PID[$build]=$pid
+    OURS_PORT[$build]=$port
+    wait_ready "https://127.0.0.1:$port/healthz" "$pid" "$WORK/ours-$name-$build.log"
 }
 
 # stop_pid PID: stop a process this script started and forget it.
@@ -245,14 +258,14 @@ NOTES=()
 # row SCENARIO OURS NGINX RATIO TARGET VERDICT [NOTE]
 row() { ROWS+=("$(printf '%s\t%s\t%s\t%s\t%s\t%s\t%s' "$1" "$2" "$3" "$4" "$5" "$6" "${7:-}")"); }
 
-# compare SCENARIO KIND(rps|p99) OURS_LABEL NGINX_LABEL
+# compare SCENARIO KIND(rps|p99) OURS_LABEL NGINX_LABEL [THROUGHPUT_TARGET]
 compare() {
-    local scenario=$1 kind=$2 a=$3 b=$4 ours theirs ratio verdict target note=""
+    local scenario=$1 kind=$2 a=$3 b=$4 min_ratio=${5:-$TARGET_THROUGHPUT_RATIO} ours theirs ratio verdict target note=""
     if [[ $kind == rps ]]; then
         ours=$(rps "$a"); theirs=$(rps "$b")
         ratio=$(awk -v o="$ours" -v t="$theirs" 'BEGIN { printf "%.2f", (t > 0 ? o / t : 0) }')
-        target=">= $TARGET_THROUGHPUT_RATIO"
-        verdict=$(awk -v r="$ratio" -v t="$TARGET_THROUGHPUT_RATIO" 'BEGIN { print (r >= t ? "pass" : "FAIL") }')
+        target=">= $min_ratio"
+        verdict=$(awk -v r="$ratio" -v t="$min_ratio" 'BEGIN { print (r >= t ? "pass" : "FAIL") }')
         ours="$ours req/s"; theirs="$theirs req/s"
     else
         ours=$(results "$a" p99); theirs=$(results "$b" p99)
@@ -283,7 +296,7 @@ prepare_www() { # DIR TARGETS WWW
         if ((run_ours)); then
             # Cluster mode answers 503 until its caches have synced.
             for _ in $(seq 600); do
-                code=$(fetch "$version" -o "$www/$version$path" -w '%{http_code}' "https://127.0.0.1:$OURS_PORT$path")
+                code=$(fetch "$version" -o "$www/$version$path" -w '%{http_code}' "https://127.0.0.1:${OURS_PORT[$FIRST_BUILD]}$path")
                 [[ $code == 503 ]] || break
                 sleep 0.1
             done
@@ -295,29 +308,36 @@ prepare_www() { # DIR TARGETS WWW
     chmod -R a+rX "$www"
 }
 
-verify_same_bytes() { # TARGETS WWW
-    local target path version
+verify_same_bytes() { # TARGETS WWW: nginx and each of our builds serve the same bytes
+    local target path version build
     for target in $1; do
         path=${target%@*} version=${target#*@}
         fetch "$version" -o "$WORK/nginx-check" "https://127.0.0.1:$NGINX_PORT$path"
         cmp -s "$WORK/nginx-check" "$2/$version$path" ||
             die "nginx does not serve the same bytes for $path at spec $version"
+        ((run_ours)) || continue
+        for build in "${BUILD_LIST[@]}"; do
+            fetch "$version" -o "$WORK/ours-check" "https://127.0.0.1:${OURS_PORT[$build]}$path"
+            cmp -s "$WORK/ours-check" "$2/$version$path" ||
+                die "the $build build does not serve the same bytes for $path at spec $version"
+        done
     done
 }
 
-# cold_render DIR POOL VERSION: rewrite the pool's MachineConfig (a real change: an annotation),
-# then time the first request that returns the new body. Prints "median max" in ms.
+# cold_render DIR POOL VERSION PORT: rewrite the pool's MachineConfig (a real change: an
+# annotation), then time the first request to PORT that returns the new body. Prints "median max"
+# in ms.
 cold_render() {
-    local dir=$1 pool=$2 version=$3 mc before timing code i samples=()
+    local dir=$1 pool=$2 version=$3 port=$4 mc before timing code i samples=()
     mc=$(mc_file "$dir" "$pool")
     for i in $(seq "$COLD_SAMPLES"); do
-        before=$(fetch "$version" "https://127.0.0.1:$OURS_PORT/config/$pool" | sha256sum)
+        before=$(fetch "$version" "https://127.0.0.1:$port/config/$pool" | sha256sum)
         # Block YAML (`release-image-version: ""`) or JSON (`"release-image-version": "..."`).
         sed -i -E "s/release-image-version(\"?): \"[^\"]*\"/release-image-version\1: \"bench-cold-$i-$$\"/" "$mc"
         timing=""
         for _ in $(seq 1000); do
             read -r code timing < <(fetch "$version" -o "$WORK/cold-body" -w '%{http_code} %{time_total}\n' \
-                "https://127.0.0.1:$OURS_PORT/config/$pool")
+                "https://127.0.0.1:$port/config/$pool")
             if [[ $code == 200 && $(sha256sum <"$WORK/cold-body") != "$before" ]]; then
                 break
             fi
@@ -337,7 +357,10 @@ bench_fixture() {
     for pool in ${pools//,/ }; do
         for version in ${versions//,/ }; do targets+="/config/$pool@$version "; done
     done
-    if ((run_ours)); then start_ours "$name" "$mode" "$dir"; fi
+    local build
+    if ((run_ours)); then
+        for build in "${BUILD_LIST[@]}"; do start_ours "$name" "$mode" "$dir" "$build"; done
+    fi
     prepare_www "$dir" "$targets" "$www"
     start_nginx "$name" "$www"
     verify_same_bytes "$targets" "$www"
@@ -348,20 +371,22 @@ bench_fixture() {
         "${DURATION}s per run, $CONNECTIONS connections" >&2
     NOTES+=("$name: pools $pools, specs $versions: $distinct distinct bodies, $total MiB in all")
 
-    # Rounds alternate the order (nginx, ours, then ours, nginx, ...) so that load from
-    # elsewhere on a shared machine drifts into both sides alike.
-    local scenario label round order
+    # Rounds rotate the order (nginx, ring, openssl, then ring, openssl, nginx, ...) so that load
+    # from elsewhere on a shared machine drifts into every side alike.
+    local scenario label round labels=(nginx) order i
+    ((run_ours)) && labels+=("${BUILD_LIST[@]}")
     for scenario in keepalive close; do
         local extra=()
         [[ $scenario == close ]] && extra=(-H 'Connection: close')
         for round in $(seq "$ROUNDS"); do
-            order="nginx ours"
-            ((round % 2 == 0)) && order="ours nginx"
-            for label in $order; do
-                [[ $label == ours ]] && ((run_ours == 0)) && continue
+            order=()
+            for i in "${!labels[@]}"; do
+                order+=("${labels[$(((i + round - 1) % ${#labels[@]}))]}")
+            done
+            for label in "${order[@]}"; do
                 local port=$NGINX_PORT pids before
                 pids=$(nginx_pids "$NGINX_PID")
-                if [[ $label == ours ]]; then port=$OURS_PORT; pids=$OURS_PID; fi
+                if [[ $label != nginx ]]; then port=${OURS_PORT[$label]}; pids=${OURS_PID[$label]}; fi
                 echo "   round $round: wrk $scenario against $label" >&2
                 before=$(cpu_ticks $pids)
                 run_wrk "$name-$scenario-$label" "$targets" "https://127.0.0.1:$port" "${extra[@]}"
@@ -371,35 +396,48 @@ bench_fixture() {
     done
 
     if ((run_ours)); then
-        compare "$name: keep-alive throughput" rps "$name-keepalive-ours" "$name-keepalive-nginx"
-        compare "$name: Connection: close throughput" rps "$name-close-ours" "$name-close-nginx"
-        compare "$name: p99 latency, keep-alive" p99 "$name-keepalive-ours" "$name-keepalive-nginx"
-        compare "$name: p99 latency, Connection: close" p99 "$name-close-ours" "$name-close-nginx"
-        local s o n
-        for s in keepalive close; do
-            o=$(cpu_ms_per_request "$name-$s-ours"); n=$(cpu_ms_per_request "$name-$s-nginx")
-            row "$name: server CPU per request, $s" "$o ms" "$n ms" \
-                "$(awk -v o="$o" -v n="$n" 'BEGIN { printf "%.2f", (n > 0 ? o / n : 0) }')" "info" "-" \
-                "user+system time of the server processes / requests"
+        local s o n b min_ratio rss nginx_rss cold
+        for b in "${BUILD_LIST[@]}"; do
+            min_ratio=$TARGET_THROUGHPUT_RATIO
+            [[ $b == openssl ]] && min_ratio=$TARGET_OPENSSL_THROUGHPUT_RATIO
+            compare "$name [$b]: keep-alive throughput" rps "$name-keepalive-$b" "$name-keepalive-nginx" "$min_ratio"
+            compare "$name [$b]: Connection: close throughput" rps "$name-close-$b" "$name-close-nginx" "$min_ratio"
+            compare "$name [$b]: p99 latency, keep-alive" p99 "$name-keepalive-$b" "$name-keepalive-nginx"
+            compare "$name [$b]: p99 latency, Connection: close" p99 "$name-close-$b" "$name-close-nginx"
+            for s in keepalive close; do
+                o=$(cpu_ms_per_request "$name-$s-$b"); n=$(cpu_ms_per_request "$name-$s-nginx")
+                row "$name [$b]: server CPU per request, $s" "$o ms" "$n ms" \
+                    "$(awk -v o="$o" -v n="$n" 'BEGIN { printf "%.2f", (n > 0 ? o / n : 0) }')" "info" "-" \
+                    "user+system time of the server processes / requests"
+            done
+            rss=$(peak_rss_kb "${OURS_PID[$b]}")
+            nginx_rss=$(nginx_peak_rss_kb "$NGINX_PID")
+            row "$name [$b]: peak RSS under load" "$((rss / 1024)) MB" "$((nginx_rss / 1024)) MB" "-" \
+                "< $rss_target MB" "$( ((rss < rss_target * 1024)) && echo pass || echo FAIL)" "VmHWM; nginx: master + workers"
         done
-        local rss nginx_rss cold
-        rss=$(peak_rss_kb "$OURS_PID")
-        nginx_rss=$(nginx_peak_rss_kb "$NGINX_PID")
-        row "$name: peak RSS under load" "$((rss / 1024)) MB" "$((nginx_rss / 1024)) MB" "-" \
-            "< $rss_target MB" "$( ((rss < rss_target * 1024)) && echo pass || echo FAIL)" "VmHWM; nginx: master + workers"
+        # The two builds against each other (OpenSSL over ring), from the same rounds.
+        if [[ -n ${OURS_PID[ring]:-} && -n ${OURS_PID[openssl]:-} ]]; then
+            for s in keepalive close; do
+                row "$name: openssl/ring throughput, $s" "$(rps "$name-$s-openssl") req/s" "-" \
+                    "$(awk -v o="$(rps "$name-$s-openssl")" -v r="$(rps "$name-$s-ring")" 'BEGIN { printf "%.2f", (r > 0 ? o / r : 0) }')" \
+                    "info" "-" "ratio: OpenSSL build over ring build ($(rps "$name-$s-ring") req/s)"
+            done
+        fi
         # Cold renders edit a MachineConfig file: bootstrap mode only.
         if [[ $mode == bootstrap ]]; then
-            echo "   cold renders" >&2
-            cold=$(cold_render "$dir" "${pools%%,*}" "${versions%%,*}")
-            local cold_target="info" cold_verdict="-"
-            if [[ $name == realistic ]]; then
-                cold_target="< $TARGET_COLD_MS ms"
-                cold_verdict=$(awk -v m="${cold% *}" -v t="$TARGET_COLD_MS" 'BEGIN { print (m < t ? "pass" : "FAIL") }')
-            fi
-            row "$name: first request after a change" "${cold% *} ms" "-" "-" "$cold_target" "$cold_verdict" \
-                "median of $COLD_SAMPLES, max ${cold#* } ms, whole request incl. TLS handshake"
+            for b in "${BUILD_LIST[@]}"; do
+                echo "   cold renders ($b)" >&2
+                cold=$(cold_render "$dir" "${pools%%,*}" "${versions%%,*}" "${OURS_PORT[$b]}")
+                local cold_target="info" cold_verdict="-"
+                if [[ $name == realistic ]]; then
+                    cold_target="< $TARGET_COLD_MS ms"
+                    cold_verdict=$(awk -v m="${cold% *}" -v t="$TARGET_COLD_MS" 'BEGIN { print (m < t ? "pass" : "FAIL") }')
+                fi
+                row "$name [$b]: first request after a change" "${cold% *} ms" "-" "-" "$cold_target" "$cold_verdict" \
+                    "median of $COLD_SAMPLES, max ${cold#* } ms, whole request incl. TLS handshake"
+            done
         fi
-        stop_pid "$OURS_PID"
+        for b in "${BUILD_LIST[@]}"; do stop_pid "${OURS_PID[$b]}"; done
     else
         local s
         for s in keepalive close; do
@@ -410,11 +448,31 @@ bench_fixture() {
     stop_pid "$NGINX_PID"
 }
 
+IFS=, read -r -a BUILD_LIST <<<"$BUILDS"
 if ((run_ours)); then
-    echo "building machine-config-server and benches/fake_cluster.rs (release)" >&2
-    (cd "$REPO" && cargo build --release --quiet --bin machine-config-server)
-    # Another build (e.g. a "before" binary) under the same harness.
-    SERVER_BIN=${MCS_BENCH_SERVER_BIN:-$REPO/target/release/machine-config-server}
+    if [[ -n ${MCS_BENCH_SERVER_BIN:-} ]]; then
+        # Another build (e.g. a "before" binary) under the same harness, labelled "custom".
+        BUILD_LIST=(custom)
+        SERVER_BIN[custom]=$MCS_BENCH_SERVER_BIN
+    fi
+    for build in "${BUILD_LIST[@]}"; do
+        [[ $build == custom ]] && continue
+        case $build in
+            ring) features=() ;;
+            openssl) features=(--no-default-features --features openssl) ;;
+            *) die "unknown build $build in MCS_BENCH_BUILDS (ring, openssl)" ;;
+        esac
+        echo "building machine-config-server, $build build (release)" >&2
+        (cd "$REPO" && cargo build --release --quiet "${features[@]}" --bin machine-config-server)
+        # Both builds land at the same path: keep each one's binary.
+        cp "$REPO/target/release/machine-config-server" "$WORK/machine-config-server-$build"
+        SERVER_BIN[$build]=$WORK/machine-config-server-$build
+    done
+    if [[ -n ${SERVER_BIN[openssl]:-} ]]; then
+        ldd "${SERVER_BIN[openssl]}" | grep -q 'libcrypto\.so\.3 => /' ||
+            die "the OpenSSL build does not link libcrypto.so.3"
+    fi
+    echo "building benches/fake_cluster.rs (release)" >&2
     FAKE_CLUSTER=$(cd "$REPO" && cargo build --release --quiet --bench fake_cluster --message-format=json |
         python3 -c 'import json, sys
 for line in sys.stdin:
@@ -423,6 +481,8 @@ for line in sys.stdin:
         print(m["executable"])')
     [[ -x $FAKE_CLUSTER ]] || die "could not build benches/fake_cluster.rs"
 fi
+
+FIRST_BUILD=${BUILD_LIST[0]}
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 if awk -v l="${LOAD_BEFORE%% *}" -v n="$(nproc)" 'BEGIN { exit !(l > n) }'; then
@@ -462,7 +522,7 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 mkdir -p "$REPO/benches/results"
 RESULTS="$REPO/benches/results/$(date -u +%Y%m%dT%H%M%SZ).txt"
 {
-    echo "machine-config-server vs nginx $(nginx -v 2>&1 | sed 's/.*nginx\///'), $(date -u +%Y-%m-%dT%H:%MZ)," \
+    echo "machine-config-server ($(printf '%s build, ' "${BUILD_LIST[@]}")$(openssl version | cut -d' ' -f1-2)) vs nginx $(nginx -v 2>&1 | sed 's/.*nginx\///'), $(date -u +%Y-%m-%dT%H:%MZ)," \
         "$(nproc) cores, wrk -t$THREADS -c$CONNECTIONS, $ROUNDS x ${DURATION}s per server and scenario"
     echo "load average before: $LOAD_BEFORE, after: $LOAD_AFTER (other work on the machine skews every number)"
     printf '%s\n' "${NOTES[@]}"

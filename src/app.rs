@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use crate::cache::PayloadCache;
 use crate::cli::{self, Cli, Command, RunError, UsageError};
+use crate::crypto::{fips, Crypto};
 use crate::events::EventInputs;
 use crate::mcn::{PublisherInputs, PublisherSettings};
 use crate::metrics::{Metrics, PoolStatusBoard};
@@ -33,18 +34,51 @@ const CACHE_MAX_BYTES: usize = 128 << 20;
 
 /// Run the subcommand until a shutdown signal.
 pub async fn run(cli: Cli) -> Result<(), RunError> {
+    if matches!(cli.command, Command::Version) {
+        return Ok(());
+    }
+    // Before anything uses TLS: FIPS mode is decided and its module loaded, or nothing starts.
+    let crypto = Crypto::for_process(cli.root.fips, std::path::Path::new(fips::KERNEL_FLAG))
+        .map_err(|e| UsageError(e.to_string()))?;
+    if let Some(line) = crypto.fips_summary() {
+        tracing::info!(
+            provider = crypto.provider_name(),
+            library = %crypto.library(),
+            "{line}"
+        );
+    }
     let shutdown = shutdown_signal();
     match cli.command {
         Command::Version => Ok(()),
-        Command::Bootstrap(ref flags) => run_bootstrap(&cli.root, flags, shutdown).await,
-        Command::Start(ref flags) => run_start(&cli.root, flags, shutdown).await,
-        Command::Explain(ref flags) => crate::explain::run(flags).await,
+        Command::Bootstrap(ref flags) => run_bootstrap(&cli.root, flags, &crypto, shutdown).await,
+        Command::Start(ref flags) => run_start(&cli.root, flags, &crypto, shutdown).await,
+        Command::Explain(ref flags) => {
+            // Its Kubernetes client (cluster mode) follows the TLS flags and FIPS mode too.
+            let policy =
+                TlsPolicy::from_flags(&cli.root.tls_min_version, &cli.root.tls_cipher_suites)
+                    .and_then(|policy| policy.with_crypto(&crypto))
+                    .map_err(|e| UsageError(e.to_string()))?;
+            install_client_crypto(&policy)?;
+            crate::explain::run(flags).await
+        }
     }
+}
+
+/// Makes the policy's client provider the process default, which the Kubernetes client's rustls
+/// config is built from (kube-client calls `rustls::ClientConfig::builder()`, which takes the
+/// process default; so do the certificate verifiers it builds).
+fn install_client_crypto(policy: &TlsPolicy) -> Result<(), RunError> {
+    policy.client_provider().install_default().map_err(|_| {
+        RunError::Other(anyhow::anyhow!(
+            "a TLS crypto provider was already installed for the process"
+        ))
+    })
 }
 
 async fn run_bootstrap(
     root: &cli::RootFlags,
     flags: &cli::BootstrapFlags,
+    crypto: &Crypto,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), RunError> {
     cli::require_dir("--server-basedir", &flags.server_basedir)?;
@@ -52,8 +86,9 @@ async fn run_bootstrap(
     let registry_certs = cli::parse_bootstrap_certs(&flags.bootstrap_certs)?;
     // The original ignores --tls-min-version/--tls-cipher-suites in bootstrap mode and reads the
     // installer's APIServer manifest instead.
-    let policy =
-        TlsPolicy::for_bootstrap(&flags.server_basedir).map_err(|e| UsageError(e.to_string()))?;
+    let policy = TlsPolicy::for_bootstrap(&flags.server_basedir)
+        .and_then(|policy| policy.with_crypto(crypto))
+        .map_err(|e| UsageError(e.to_string()))?;
     let ports = Ports::bind(root, policy).await?;
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
@@ -82,6 +117,7 @@ async fn run_bootstrap(
 async fn run_start(
     root: &cli::RootFlags,
     flags: &cli::StartFlags,
+    crypto: &Crypto,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), RunError> {
     if flags.apiserver_url.is_empty() {
@@ -92,6 +128,7 @@ async fn run_start(
     }
     cli::require_dir("--bootstrap-token-dir", &flags.bootstrap_token_dir)?;
     let policy = TlsPolicy::from_flags(&root.tls_min_version, &root.tls_cipher_suites)
+        .and_then(|policy| policy.with_crypto(crypto))
         .map_err(|e| UsageError(e.to_string()))?;
     // The replica's name for leader election: the pod name when the manifest passes it,
     // else the host name.
@@ -103,6 +140,7 @@ async fn run_start(
             std::env::var(key).ok()
         })
         .map_err(|e| UsageError(e.to_string()))?;
+    install_client_crypto(&policy)?;
     let ports = Ports::bind(root, policy).await?;
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
@@ -178,6 +216,8 @@ impl Ports {
     async fn bind(root: &cli::RootFlags, policy: TlsPolicy) -> Result<Ports, RunError> {
         let metrics = Arc::new(Metrics::new());
         metrics.build_info(env!("CARGO_PKG_VERSION"), &root.payload_version);
+        let crypto = policy.crypto();
+        metrics.tls_crypto(crypto.provider_name(), &crypto.library(), crypto.is_fips());
         let admin_address = cli::parse_metrics_address(&root.metrics_bind_address)?;
         let access = Arc::new(cli::access_policy(root)?);
         if access.is_restricted() {

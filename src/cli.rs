@@ -53,6 +53,11 @@ pub struct RootFlags {
     /// TLS cipher suites, comma-separated (IANA or OpenSSL names); empty means the profile's.
     #[arg(long, global = true, value_delimiter = ',')]
     pub tls_cipher_suites: Vec<String>,
+    /// FIPS mode: TLS through OpenSSL's FIPS provider with FIPS-approved algorithms only; the
+    /// server refuses to start when it cannot. On without the flag when the kernel runs in FIPS
+    /// mode (/proc/sys/crypto/fips_enabled is 1).
+    #[arg(long, global = true)]
+    pub fips: bool,
     /// Release version of the payload, logged and exported as build info.
     #[arg(long, global = true, default_value = "")]
     pub payload_version: String,
@@ -141,7 +146,7 @@ pub struct StartFlags {
 /// (cluster mode) chooses the source. The serving flags (ports, TLS, access) are ignored.
 #[derive(Debug, Args)]
 #[command(
-    next_help_heading = "Explain options (of the options above, only --log-format and -v apply)"
+    next_help_heading = "Explain options (of the options above, only --log-format, -v, --fips and the --tls-* options apply; the last two to its Kubernetes client)"
 )]
 #[command(group(
     clap::ArgGroup::new("source")

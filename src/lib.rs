@@ -21,12 +21,15 @@
 //! 10. [`api`]: typed `machineconfiguration.openshift.io/v1` resources and pool membership.
 //! 11. [`ignition`]: spec versions, parsing, validation, translation, Accept negotiation, data
 //!     URLs (pure).
+//! 12. [`crypto`]: the TLS crypto backend (ring or the system OpenSSL) and FIPS mode; imports
+//!     nothing of this crate.
 
 pub mod api;
 pub mod app;
 pub mod cache;
 pub mod cli;
 pub mod clock;
+pub mod crypto;
 pub mod events;
 pub mod explain;
 pub mod ignition;

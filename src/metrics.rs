@@ -153,6 +153,14 @@ struct BuildLabels {
     payload_version: String,
 }
 
+/// Labels of `mcs_tls_crypto_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CryptoLabels {
+    provider: String,
+    library: String,
+    fips: String,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -182,6 +190,7 @@ pub struct Metrics {
     mcn_records_merged: Gauge<i64>,
     served_before_durable: Counter,
     build: Family<BuildLabels, Gauge<i64>>,
+    crypto: Family<CryptoLabels, Gauge<i64>>,
     ready: Gauge<i64>,
     kube_events: Family<ResultLabel, Counter>,
     layered_held_since: Family<PoolOnly, Gauge<i64>>,
@@ -327,6 +336,13 @@ impl Metrics {
             "Always 1; labels carry the server version and the release payload version",
             build.clone(),
         );
+        let crypto = Family::<CryptoLabels, Gauge<i64>>::default();
+        registry.register(
+            "tls_crypto_info",
+            "Always 1; labels carry the TLS crypto provider (ring or openssl), its library and \
+             whether FIPS mode is on",
+            crypto.clone(),
+        );
         let ready = Gauge::<i64>::default();
         registry.register(
             "ready",
@@ -369,6 +385,7 @@ impl Metrics {
             mcn_records_merged,
             served_before_durable,
             build,
+            crypto,
             ready,
             kube_events,
             layered_held_since,
@@ -533,6 +550,18 @@ impl Metrics {
             .get_or_create(&BuildLabels {
                 version: version.to_owned(),
                 payload_version: payload_version.to_owned(),
+            })
+            .set(1);
+    }
+
+    /// Sets `mcs_tls_crypto_info`. Called once at start-up; a second call replaces the first.
+    pub fn tls_crypto(&self, provider: &str, library: &str, fips: bool) {
+        self.crypto.clear();
+        self.crypto
+            .get_or_create(&CryptoLabels {
+                provider: provider.to_owned(),
+                library: library.to_owned(),
+                fips: fips.to_string(),
             })
             .set(1);
     }

@@ -22,7 +22,7 @@
 //!   policy than the one configured must not go unnoticed.
 //! - A profile behaves exactly like the equivalent flags (its `minTLSVersion` and `ciphers`).
 //!
-//! # Differences forced by rustls (ring provider), each reported as one warning
+//! # Differences forced by rustls, each reported as one warning
 //! - rustls speaks TLS 1.2 and 1.3 only: a minimum of `VersionTLS10`/`VersionTLS11` means 1.2.
 //! - Only ECDHE with AES-GCM or ChaCha20-Poly1305 exists for TLS 1.2; names of other suites that
 //!   OpenShift or Go know (CBC, 3DES, RC4, RSA key exchange, DHE) are ignored; an unknown name is an
@@ -30,9 +30,13 @@
 //! - TLS 1.3 suites: the ones listed are used; a list naming none keeps all three enabled, as Go
 //!   (and the original) does, since Go's TLS 1.3 suites are not configurable and openshift/api
 //!   documents them as always enabled.
-//! - Key exchange groups are ring's X25519, P-256 and P-384: the profiles' groups without the
-//!   post-quantum X25519MLKEM768, which ring lacks. A Custom profile's (feature-gated) `groups` are
-//!   not read, as the original does not read them either.
+//! - Key exchange groups are the crypto backend's defaults (`crate::crypto`): ring's X25519, P-256
+//!   and P-384; with OpenSSL the same, plus X25519MLKEM768 where OpenSSL has ML-KEM (3.5 and
+//!   later). A Custom profile's (feature-gated) `groups` are not read, as the original does not
+//!   read them either.
+//! - FIPS mode ([`TlsPolicy::with_crypto`]): unapproved suites are dropped with one warning, key
+//!   exchange on P-256, P-384 and P-521 only, approved signature schemes only, and Extended Master
+//!   Secret required for TLS 1.2.
 //! - Upstream, an empty `--tls-cipher-suites` made Go fall back to Intermediate *including* its
 //!   minimum version; here only the suite list falls back and `--tls-min-version` is honoured.
 //!
@@ -64,6 +68,15 @@ pub enum TlsError {
     NoUsableCipherSuites {
         origin: String,
         ignored: Vec<String>,
+    },
+    /// The crypto in use (FIPS mode, or a library without some suite) leaves a protocol version
+    /// the configuration enables without a suite.
+    #[error("{origin}: {crypto} allows none of the configured {version} cipher suites: {}", dropped.join(", "))]
+    NoCipherSuitesForCrypto {
+        origin: String,
+        version: &'static str,
+        crypto: String,
+        dropped: Vec<String>,
     },
     /// The APIServer manifest exists but cannot be read.
     #[error("cannot read APIServer manifest {}: {source}", path.display())]
@@ -115,6 +128,7 @@ impl TlsError {
             Self::UnknownTlsVersion { .. } => "unknown_tls_version",
             Self::UnknownCipherSuites { .. } => "unknown_cipher_suite",
             Self::NoUsableCipherSuites { .. } => "no_usable_cipher_suite",
+            Self::NoCipherSuitesForCrypto { .. } => "no_cipher_suite_for_crypto",
             Self::ManifestRead { .. } => "manifest_read",
             Self::ManifestInvalid { .. } => "manifest_invalid",
             Self::ReadFile { .. } => "read",

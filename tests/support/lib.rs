@@ -14,6 +14,7 @@
 //!   (`MCS_UPSTREAM_ASSETS`).
 //! - [`ignition_samples`], [`validators`]: Ignition configs exercising every translated field,
 //!   and the real Ignition validators (Debian's `ignition`, the upstream JSON schemas).
+//! - [`openssl_fips`]: the environment of a server that loads OpenSSL's FIPS provider.
 //! - [`tier`]: the `#[tier(...)]` attribute of tests that need more than this repository.
 
 pub mod api_server;
@@ -24,6 +25,7 @@ pub mod fault_proxy;
 pub mod fixtures;
 pub mod ignition_samples;
 pub mod mcs;
+pub mod openssl_fips;
 pub mod real_apiserver;
 pub mod upstream;
 pub mod validators;

@@ -2,8 +2,9 @@
 //!
 //! Reads a PEM certificate chain (leaf first) and a PEM private key (PKCS#8, PKCS#1 RSA or SEC1 EC),
 //! checks that the key belongs to the leaf certificate, and builds a server config that follows a
-//! [`TlsPolicy`], offers ALPN `http/1.1` only, and resumes sessions (stateful cache and stateless
-//! tickets). Also reads the leaf's notAfter for the expiry metric with a minimal DER walk (no X.509
+//! [`TlsPolicy`] with the policy's crypto (`crate::crypto`), offers ALPN `http/1.1` only, and
+//! resumes sessions (a stateful cache, and stateless tickets where the crypto backend encrypts
+//! them: ring; OpenSSL resumes from the cache only). Also reads the leaf's notAfter for the expiry metric with a minimal DER walk (no X.509
 //! crate needed for one field). Must not touch: sockets, logging, metrics.
 
 use std::path::{Path, PathBuf};
@@ -116,7 +117,7 @@ pub(super) fn build(pair: &PemPair, policy: &TlsPolicy) -> Result<LoadedCertific
         other => pem_error(key_path, other),
     })?;
 
-    let provider = Arc::new(policy.crypto_provider());
+    let provider = Arc::new(policy.server_provider());
     let signing_key = provider
         .key_provider
         .load_private_key(key_der)
@@ -126,7 +127,8 @@ pub(super) fn build(pair: &PemPair, policy: &TlsPolicy) -> Result<LoadedCertific
         })?;
     let certified = CertifiedKey::new(chain, signing_key);
     match certified.keys_match() {
-        // ring's keys can always produce their public key; "unknown" cannot happen with them.
+        // ring's and OpenSSL's keys can always produce their public key; "unknown" cannot happen
+        // with them.
         Ok(()) | Err(rustls::Error::InconsistentKeys(InconsistentKeys::Unknown)) => {}
         Err(rustls::Error::InconsistentKeys(InconsistentKeys::KeyMismatch)) => {
             return Err(TlsError::KeyMismatch {
@@ -154,11 +156,30 @@ pub(super) fn build(pair: &PemPair, policy: &TlsPolicy) -> Result<LoadedCertific
     config.alpn_protocols = vec![ALPN_HTTP11.to_vec()];
     config.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE_SIZE);
     // Fails only if the system RNG fails.
-    config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|source| TlsError::Rustls {
-        cert: cert_path.clone(),
-        key: key_path.clone(),
-        source,
-    })?;
+    let ticketer = policy
+        .crypto()
+        .ticketer()
+        .map_err(|source| TlsError::Rustls {
+            cert: cert_path.clone(),
+            key: key_path.clone(),
+            source,
+        })?;
+    if let Some(ticketer) = ticketer {
+        config.ticketer = ticketer;
+    }
+    if policy.crypto().is_fips() {
+        // FIPS allows the TLS 1.2 key derivation only with the Extended Master Secret (RFC 7627).
+        config.require_ems = true;
+        if !config.fips() {
+            return Err(TlsError::Rustls {
+                cert: cert_path.clone(),
+                key: key_path.clone(),
+                source: rustls::Error::General(
+                    "FIPS mode: the server configuration does not report FIPS operation".into(),
+                ),
+            });
+        }
+    }
 
     Ok(LoadedCertificate {
         config: Arc::new(config),

@@ -10,12 +10,12 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use rustls::crypto::ring::cipher_suite as ring_suites;
 use rustls::crypto::CryptoProvider;
-use rustls::{SupportedCipherSuite, SupportedProtocolVersion};
+use rustls::{CipherSuite, SupportedProtocolVersion};
 use serde::Deserialize;
 
 use super::TlsError;
+use crate::crypto::Crypto;
 
 /// Where bootstrap mode finds the APIServer manifest, relative to the base directory.
 pub const APISERVER_MANIFEST: &str = "api-server/api-server.yaml";
@@ -131,45 +131,50 @@ const UNSUPPORTED_NAMES: &[&str] = &[
     "RC4-SHA",
 ];
 
-/// The rustls (ring) suite for an IANA or OpenSSL name, if rustls can negotiate it.
-fn supported_suite(name: &str) -> Option<SupportedCipherSuite> {
+/// The suite for an IANA or OpenSSL name, if rustls can negotiate it (with either backend).
+fn supported_suite(name: &str) -> Option<CipherSuite> {
     let suite = match name {
         // TLS 1.3: IANA and OpenSSL use the same names.
-        "TLS_AES_128_GCM_SHA256" => ring_suites::TLS13_AES_128_GCM_SHA256,
-        "TLS_AES_256_GCM_SHA384" => ring_suites::TLS13_AES_256_GCM_SHA384,
-        "TLS_CHACHA20_POLY1305_SHA256" => ring_suites::TLS13_CHACHA20_POLY1305_SHA256,
+        "TLS_AES_128_GCM_SHA256" => CipherSuite::TLS13_AES_128_GCM_SHA256,
+        "TLS_AES_256_GCM_SHA384" => CipherSuite::TLS13_AES_256_GCM_SHA384,
+        "TLS_CHACHA20_POLY1305_SHA256" => CipherSuite::TLS13_CHACHA20_POLY1305_SHA256,
         // TLS 1.2, IANA names (and Go's legacy CHACHA20 names without the _SHA256 suffix).
         "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256" | "ECDHE-ECDSA-AES128-GCM-SHA256" => {
-            ring_suites::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+            CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
         }
         "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384" | "ECDHE-ECDSA-AES256-GCM-SHA384" => {
-            ring_suites::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
+            CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
         }
         "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"
         | "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305"
         | "ECDHE-ECDSA-CHACHA20-POLY1305" => {
-            ring_suites::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
+            CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
         }
         "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256" | "ECDHE-RSA-AES128-GCM-SHA256" => {
-            ring_suites::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+            CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
         }
         "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384" | "ECDHE-RSA-AES256-GCM-SHA384" => {
-            ring_suites::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384
+            CipherSuite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384
         }
         "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256"
         | "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305"
-        | "ECDHE-RSA-CHACHA20-POLY1305" => ring_suites::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+        | "ECDHE-RSA-CHACHA20-POLY1305" => CipherSuite::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
         _ => return None,
     };
     Some(suite)
 }
 
-/// The TLS 1.3 suites rustls (ring) offers, in its preference order.
-const ALL_TLS13_SUITES: [SupportedCipherSuite; 3] = [
-    ring_suites::TLS13_AES_256_GCM_SHA384,
-    ring_suites::TLS13_AES_128_GCM_SHA256,
-    ring_suites::TLS13_CHACHA20_POLY1305_SHA256,
+/// The TLS 1.3 suites offered when the configuration names none, in preference order.
+const ALL_TLS13_SUITES: [CipherSuite; 3] = [
+    CipherSuite::TLS13_AES_256_GCM_SHA384,
+    CipherSuite::TLS13_AES_128_GCM_SHA256,
+    CipherSuite::TLS13_CHACHA20_POLY1305_SHA256,
 ];
+
+/// Whether `suite` is a TLS 1.3 suite (the ones rustls can do all start with `TLS13_`).
+fn is_tls13(suite: CipherSuite) -> bool {
+    ALL_TLS13_SUITES.contains(&suite)
+}
 
 /// A minimum TLS version as the original's flag and the OpenShift API spell it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -320,15 +325,22 @@ struct CustomProfileYaml {
     min_tls_version: Option<String>,
 }
 
-/// The TLS settings of the secure port: what rustls will negotiate, and what of the configuration
-/// it had to drop. Build it once at start-up; it is immutable and cheap to clone.
+/// The TLS settings of the process: what rustls will negotiate on the secure port (and offer the
+/// Kubernetes API server), with which crypto, and what of the configuration it had to drop.
+/// Build it once at start-up; it is immutable and cheap to clone.
 #[derive(Clone, Debug)]
 pub struct TlsPolicy {
     source: String,
+    /// Where the suite names came from (a flag or a manifest field), for errors.
+    names_origin: String,
     min_version: TlsVersion,
-    cipher_suites: Vec<SupportedCipherSuite>,
+    cipher_suites: Vec<CipherSuite>,
     ignored_cipher_suites: Vec<String>,
     tls13_suites_implied: bool,
+    crypto: Crypto,
+    /// Configured suites left out because FIPS mode does not allow them, or the crypto library
+    /// lacks them.
+    dropped_for_crypto: Vec<CipherSuite>,
 }
 
 impl TlsPolicy {
@@ -422,8 +434,69 @@ impl TlsPolicy {
 
     /// The suites rustls will offer, in configuration order (TLS 1.3 suites appended when the
     /// configuration named none).
-    pub fn cipher_suites(&self) -> &[SupportedCipherSuite] {
+    pub fn cipher_suites(&self) -> &[CipherSuite] {
         &self.cipher_suites
+    }
+
+    /// The crypto the policy is served with.
+    pub fn crypto(&self) -> &Crypto {
+        &self.crypto
+    }
+
+    /// This policy served with `crypto` (the policies built by the constructors use
+    /// [`Crypto::standard`]). Suites `crypto` cannot negotiate are dropped: in FIPS mode the
+    /// unapproved ones (ChaCha20-Poly1305), as Go's FIPS mode drops them, because OpenShift's
+    /// Intermediate and Old profiles, which the operator passes in every cluster, name them next
+    /// to approved ones. Errors name FIPS and the flag or field when that leaves TLS 1.2 (when
+    /// enabled) or TLS 1.3 without a suite: a configuration that names only unapproved suites for
+    /// a version is refused, never served with something else.
+    pub fn with_crypto(mut self, crypto: &Crypto) -> Result<Self, TlsError> {
+        let (kept, dropped): (Vec<CipherSuite>, Vec<CipherSuite>) = self
+            .cipher_suites
+            .iter()
+            .partition(|suite| crypto.supports(**suite));
+        let tls12_enabled = self.min_version < TlsVersion::Tls13;
+        let configured_tls12 = self.cipher_suites.iter().any(|s| !is_tls13(*s));
+        let left_without = if !kept.iter().any(|s| is_tls13(*s)) {
+            Some("TLS 1.3")
+        } else if tls12_enabled && configured_tls12 && !kept.iter().any(|s| !is_tls13(*s)) {
+            Some("TLS 1.2")
+        } else {
+            None
+        };
+        if let Some(version) = left_without {
+            return Err(TlsError::NoCipherSuitesForCrypto {
+                origin: self.names_origin.clone(),
+                version,
+                crypto: crypto_description(crypto),
+                dropped: dropped.iter().map(|s| format!("{s:?}")).collect(),
+            });
+        }
+        self.cipher_suites = kept;
+        self.dropped_for_crypto = dropped;
+        self.crypto = crypto.clone();
+        Ok(self)
+    }
+
+    /// The provider the secure port serves this policy with.
+    pub(crate) fn server_provider(&self) -> CryptoProvider {
+        self.crypto.provider(&self.cipher_suites)
+    }
+
+    /// The provider the process's TLS clients (the Kubernetes client) use: the same suites, and
+    /// TLS 1.3 only when the minimum is 1.3 or in FIPS mode (kube builds its rustls client config
+    /// itself, so Extended Master Secret, which FIPS requires of TLS 1.2, cannot be required;
+    /// every OpenShift API server speaks TLS 1.3). A client config offers a version only when
+    /// its provider has a suite for it.
+    pub fn client_provider(&self) -> CryptoProvider {
+        let tls13_only = self.min_version == TlsVersion::Tls13 || self.crypto.is_fips();
+        let suites: Vec<CipherSuite> = self
+            .cipher_suites
+            .iter()
+            .copied()
+            .filter(|suite| !tls13_only || is_tls13(*suite))
+            .collect();
+        self.crypto.provider(&suites)
     }
 
     /// Configured names rustls cannot negotiate, dropped from the policy.
@@ -442,6 +515,19 @@ impl TlsPolicy {
                 self.ignored_cipher_suites.join(", ")
             ));
         }
+        if !self.dropped_for_crypto.is_empty() {
+            let names: Vec<String> = self
+                .dropped_for_crypto
+                .iter()
+                .map(|suite| format!("{suite:?}"))
+                .collect();
+            warnings.push(format!(
+                "{}: ignoring cipher suites {} does not allow: {}",
+                self.source,
+                crypto_description(&self.crypto),
+                names.join(", ")
+            ));
+        }
         if self.min_version < TlsVersion::Tls12 {
             warnings.push(format!(
                 "{}: minimum TLS version {} requested, but rustls supports only TLS 1.2 and 1.3; the minimum is TLS 1.2",
@@ -457,14 +543,14 @@ impl TlsPolicy {
             tracing::warn!("{warning}");
         }
     }
+}
 
-    /// A ring crypto provider restricted to this policy's suites (key exchange groups: ring's
-    /// defaults X25519, P-256, P-384).
-    pub(crate) fn crypto_provider(&self) -> CryptoProvider {
-        CryptoProvider {
-            cipher_suites: self.cipher_suites.clone(),
-            ..rustls::crypto::ring::default_provider()
-        }
+/// How errors and warnings name the crypto: FIPS mode, or the library.
+fn crypto_description(crypto: &Crypto) -> String {
+    if crypto.is_fips() {
+        "FIPS mode (only AES-GCM suites are approved)".to_owned()
+    } else {
+        crypto.library()
     }
 }
 
@@ -479,7 +565,7 @@ impl fmt::Display for TlsPolicy {
             if index > 0 {
                 f.write_str(", ")?;
             }
-            write!(f, "{:?}", suite.suite())?;
+            write!(f, "{suite:?}")?;
         }
         if self.tls13_suites_implied {
             f.write_str(" (TLS 1.3 suites implied: none configured)")?;
@@ -516,12 +602,12 @@ fn resolve(
         listed = INTERMEDIATE_CIPHERS.to_vec();
     }
 
-    let mut cipher_suites: Vec<SupportedCipherSuite> = Vec::new();
+    let mut cipher_suites: Vec<CipherSuite> = Vec::new();
     let mut ignored: Vec<String> = Vec::new();
     let mut unknown: Vec<String> = Vec::new();
     for name in listed {
         if let Some(suite) = supported_suite(name) {
-            if !cipher_suites.iter().any(|s| s.suite() == suite.suite()) {
+            if !cipher_suites.contains(&suite) {
                 cipher_suites.push(suite);
             }
         } else if UNSUPPORTED_NAMES.contains(&name) {
@@ -545,9 +631,7 @@ fn resolve(
         });
     }
 
-    let names_tls13 = cipher_suites
-        .iter()
-        .any(|suite| matches!(suite, SupportedCipherSuite::Tls13(_)));
+    let names_tls13 = cipher_suites.iter().any(|suite| is_tls13(*suite));
     if !names_tls13 {
         cipher_suites.extend(ALL_TLS13_SUITES);
     }
@@ -555,19 +639,22 @@ fn resolve(
     Ok(TlsPolicy {
         source,
         min_version,
+        names_origin: names_origin.to_owned(),
         cipher_suites,
         ignored_cipher_suites: ignored,
         tls13_suites_implied: !names_tls13,
+        crypto: Crypto::standard(),
+        dropped_for_crypto: Vec::new(),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rustls::CipherSuite;
+    use crate::crypto::fips;
 
     fn suites(policy: &TlsPolicy) -> Vec<CipherSuite> {
-        policy.cipher_suites().iter().map(|s| s.suite()).collect()
+        policy.cipher_suites().to_vec()
     }
 
     fn names(list: &[&str]) -> Vec<String> {
@@ -902,6 +989,107 @@ mod tests {
         };
         let err = TlsPolicy::from_profile(&bad_version, "m.yaml").unwrap_err();
         assert!(err.to_string().contains("minTLSVersion"), "{err}");
+    }
+
+    fn fips() -> Crypto {
+        Crypto::assume_fips_for_tests()
+    }
+
+    #[test]
+    fn fips_mode_drops_chacha20_from_openshift_profiles_with_one_warning() {
+        // What the operator passes in every cluster: the Intermediate profile, ChaCha20 included.
+        let intermediate = TlsPolicy::from_flags("VersionTLS12", &names(INTERMEDIATE_CIPHERS))
+            .unwrap()
+            .with_crypto(&fips())
+            .unwrap();
+        assert_eq!(
+            suites(&intermediate),
+            [
+                CipherSuite::TLS13_AES_128_GCM_SHA256,
+                CipherSuite::TLS13_AES_256_GCM_SHA384,
+                CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+                CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+                CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+                CipherSuite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+            ]
+        );
+        let warnings = intermediate.warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("FIPS mode"), "{warnings:?}");
+        assert!(warnings[0].contains("TLS13_CHACHA20_POLY1305_SHA256"));
+        assert!(warnings[0].contains("TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256"));
+        for profile in [TlsProfile::Old, TlsProfile::Modern] {
+            let policy = TlsPolicy::from_profile(&profile, "m.yaml").unwrap();
+            let policy = policy.with_crypto(&fips()).unwrap();
+            assert!(suites(&policy).iter().all(|s| fips::suite_approved(*s)));
+        }
+        // Without FIPS nothing is dropped.
+        let standard = TlsPolicy::intermediate()
+            .with_crypto(&Crypto::standard())
+            .unwrap();
+        assert_eq!(suites(&standard), suites(&TlsPolicy::intermediate()));
+        assert!(standard.warnings().is_empty());
+    }
+
+    #[test]
+    fn fips_mode_refuses_a_version_configured_with_only_unapproved_suites() {
+        let err = TlsPolicy::from_flags("VersionTLS12", &names(&["ECDHE-RSA-CHACHA20-POLY1305"]))
+            .unwrap()
+            .with_crypto(&fips())
+            .unwrap_err();
+        assert_eq!(err.kind(), "no_cipher_suite_for_crypto");
+        let line = err.to_string();
+        assert!(line.starts_with("--tls-cipher-suites: FIPS mode"), "{line}");
+        assert!(line.contains("TLS 1.2"), "{line}");
+        assert!(
+            line.contains("TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256"),
+            "{line}"
+        );
+
+        let err = TlsPolicy::from_flags(
+            "VersionTLS12",
+            &names(&[
+                "TLS_CHACHA20_POLY1305_SHA256",
+                "ECDHE-RSA-AES128-GCM-SHA256",
+            ]),
+        )
+        .unwrap()
+        .with_crypto(&fips())
+        .unwrap_err();
+        assert!(err.to_string().contains("TLS 1.3"), "{err}");
+
+        // With a TLS 1.3 minimum, TLS 1.2 suites are never used: only TLS 1.3 must be left.
+        let tls13 = TlsPolicy::from_flags("VersionTLS13", &names(&["ECDHE-RSA-CHACHA20-POLY1305"]))
+            .unwrap()
+            .with_crypto(&fips())
+            .unwrap();
+        assert_eq!(
+            suites(&tls13),
+            [
+                CipherSuite::TLS13_AES_256_GCM_SHA384,
+                CipherSuite::TLS13_AES_128_GCM_SHA256
+            ]
+        );
+    }
+
+    #[test]
+    fn the_kubernetes_client_gets_the_policys_suites_and_tls13_only_in_fips_mode() {
+        let client_suites = |policy: &TlsPolicy| -> Vec<CipherSuite> {
+            let provider = policy.client_provider();
+            provider.cipher_suites.iter().map(|s| s.suite()).collect()
+        };
+        let standard = TlsPolicy::intermediate();
+        assert_eq!(client_suites(&standard), suites(&standard));
+        let tls13 = TlsPolicy::from_flags("VersionTLS13", &[]).unwrap();
+        assert!(client_suites(&tls13).iter().all(|s| is_tls13(*s)));
+        let in_fips = TlsPolicy::intermediate().with_crypto(&fips()).unwrap();
+        assert_eq!(
+            client_suites(&in_fips),
+            [
+                CipherSuite::TLS13_AES_128_GCM_SHA256,
+                CipherSuite::TLS13_AES_256_GCM_SHA384
+            ]
+        );
     }
 
     #[test]

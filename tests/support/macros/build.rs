@@ -23,7 +23,12 @@ const DPKG_STATUS: &str = "/var/lib/dpkg/status";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    for var in ["MCS_UPSTREAM_ASSETS", "KUBEBUILDER_ASSETS", "PATH"] {
+    for var in [
+        "MCS_UPSTREAM_ASSETS",
+        "KUBEBUILDER_ASSETS",
+        "MCS_OPENSSL_FIPS_DIR",
+        "PATH",
+    ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
     if Path::new(DPKG_STATUS).exists() {
@@ -74,12 +79,33 @@ fn main() {
         Ok(()) => Err("needs the in-test API server (it changes the cluster while the code under test sees an outage); KUBEBUILDER_ASSETS is set".to_string()),
         Err(_) => Ok(()),
     };
+    // OpenSSL's FIPS provider, made loadable by .ci/openssl-fips-provider (Debian ships none).
+    let openssl_fips = env_dir("MCS_OPENSSL_FIPS_DIR")
+        .ok_or_else(|| {
+            "needs OpenSSL's FIPS provider: set MCS_OPENSSL_FIPS_DIR to a directory made by \
+             .ci/openssl-fips-provider"
+                .to_string()
+        })
+        .and_then(|dir| {
+            for file in ["fips.so", "fipsmodule.cnf", "openssl.cnf"] {
+                let path = dir.join(file);
+                if !path.is_file() {
+                    return Err(format!(
+                        "MCS_OPENSSL_FIPS_DIR={} lacks {file}",
+                        dir.display()
+                    ));
+                }
+                watch(&path);
+            }
+            Ok(())
+        });
     for (tier, decision) in [
         ("UPSTREAM", upstream),
         ("PROMTOOL", promtool),
         ("IGNITION", ignition),
         ("REAL_APISERVER", real),
         ("IN_TEST_APISERVER", in_test),
+        ("OPENSSL_FIPS", openssl_fips),
     ] {
         let value = match decision {
             Ok(()) => "1".to_string(),

@@ -10,7 +10,9 @@
 //! - `ignition`: Debian's `ignition` (the real client and `ignition-validate`);
 //! - `real_apiserver`: a real kube-apiserver named by `KUBEBUILDER_ASSETS`;
 //! - `in_test_apiserver`: the in-test API server is the one tests get (`KUBEBUILDER_ASSETS`
-//!   unset), for tests that change the cluster while the code under test sees an outage.
+//!   unset), for tests that change the cluster while the code under test sees an outage;
+//! - `openssl_fips`: OpenSSL's FIPS provider in the directory `MCS_OPENSSL_FIPS_DIR` names
+//!   (made by `.ci/openssl-fips-provider`), for the server in FIPS mode (OpenSSL build).
 
 use proc_macro::{Delimiter, Group, Punct, Spacing, TokenStream, TokenTree};
 
@@ -27,9 +29,10 @@ pub fn tier(attribute: TokenStream, item: TokenStream) -> TokenStream {
             "ignition" => env!("MCS_TIER_IGNITION"),
             "real_apiserver" => env!("MCS_TIER_REAL_APISERVER"),
             "in_test_apiserver" => env!("MCS_TIER_IN_TEST_APISERVER"),
+            "openssl_fips" => env!("MCS_TIER_OPENSSL_FIPS"),
             other => {
                 return compile_error(&format!(
-                    "unknown tier {other:?}: upstream, promtool, ignition, real_apiserver or in_test_apiserver"
+                    "unknown tier {other:?}: upstream, promtool, ignition, real_apiserver, in_test_apiserver or openssl_fips"
                 ))
             }
         };

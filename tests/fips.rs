@@ -1,0 +1,339 @@
+//! The crypto of the real binary as OpenShift checks it: its ELF dynamic section read the way
+//! openshift/check-payload reads it, `--fips` refused in one line when no FIPS provider can be
+//! loaded, `/metrics` naming the provider, and (the FIPS end-to-end tier, OpenSSL build with
+//! OpenSSL's FIPS provider at hand) the server in FIPS mode: its log line, its metric, and what
+//! OpenSSL's own client can and cannot negotiate with it.
+
+use std::process::{Command, Stdio};
+
+use support::mcs::{self, Server};
+
+/// The binary under test, as cargo built it for these tests.
+const BIN: &str = env!("CARGO_BIN_EXE_machine-config-server");
+
+/// The provider name `mcs_tls_crypto_info` carries in this build.
+const PROVIDER: &str = if cfg!(feature = "openssl") {
+    "openssl"
+} else {
+    "ring"
+};
+
+fn bootstrap_args() -> Vec<String> {
+    let base = mcs::repo().join("config/bootstrap");
+    vec![
+        "bootstrap".into(),
+        "--server-basedir".into(),
+        base.display().to_string(),
+        "--bootstrap-kubeconfig".into(),
+        base.join("kubeconfig").display().to_string(),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// The ELF dynamic section, as check-payload reads it
+// ---------------------------------------------------------------------------------------------
+
+/// What check-payload looks at in an ELF executable (internal/validations: `isElfExe`,
+/// `isStatic`, `validateExeOpenssl`): its type, whether it has a `PT_INTERP` program header
+/// (none means statically linked: `ErrNotDynLinked`), `DF_1_PIE` for `ET_DYN` files (without
+/// it the file counts as a shared object, not an executable) and the `DT_NEEDED` libraries
+/// (OpenSSL counts as used when one starts with `libcrypto.so`).
+#[derive(Debug)]
+struct ElfFacts {
+    executable_type: u16,
+    has_interpreter: bool,
+    pie: bool,
+    needed: Vec<String>,
+}
+
+const ET_EXEC: u16 = 2;
+const ET_DYN: u16 = 3;
+
+fn read_elf(bytes: &[u8]) -> ElfFacts {
+    const PT_LOAD: u32 = 1;
+    const PT_DYNAMIC: u32 = 2;
+    const PT_INTERP: u32 = 3;
+    const DT_NULL: u64 = 0;
+    const DT_NEEDED: u64 = 1;
+    const DT_STRTAB: u64 = 5;
+    const DT_FLAGS_1: u64 = 0x6fff_fffb;
+    const DF_1_PIE: u64 = 0x0800_0000;
+    let u16_at = |at: usize| u16::from_le_bytes(bytes[at..at + 2].try_into().unwrap());
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+
+    assert_eq!(&bytes[..4], b"\x7fELF", "not an ELF file");
+    assert_eq!(bytes[4], 2, "64-bit ELF expected");
+    assert_eq!(bytes[5], 1, "little-endian ELF expected");
+    let executable_type = u16_at(16);
+    let (phoff, phentsize, phnum) = (u64_at(32) as usize, u16_at(54) as usize, u16_at(56));
+    let headers: Vec<(u32, u64, u64, u64)> = (0..usize::from(phnum))
+        .map(|i| {
+            let at = phoff + i * phentsize;
+            // (type, offset, vaddr, filesz)
+            (u32_at(at), u64_at(at + 8), u64_at(at + 16), u64_at(at + 32))
+        })
+        .collect();
+    let has_interpreter = headers.iter().any(|h| h.0 == PT_INTERP);
+    let mut needed_offsets = Vec::new();
+    let (mut strtab, mut flags_1) = (None, 0);
+    if let Some(&(_, offset, _, size)) = headers.iter().find(|h| h.0 == PT_DYNAMIC) {
+        for entry in (offset..offset + size).step_by(16) {
+            let (tag, value) = (u64_at(entry as usize), u64_at(entry as usize + 8));
+            match tag {
+                DT_NULL => break,
+                DT_NEEDED => needed_offsets.push(value),
+                DT_STRTAB => strtab = Some(value),
+                DT_FLAGS_1 => flags_1 = value,
+                _ => {}
+            }
+        }
+    }
+    // DT_STRTAB is a virtual address: find the loaded segment holding it.
+    let strtab_file_offset = strtab.map(|address| {
+        let &(_, offset, vaddr, _) = headers
+            .iter()
+            .find(|h| h.0 == PT_LOAD && h.2 <= address && address < h.2 + h.3)
+            .expect("DT_STRTAB inside a loaded segment");
+        (address - vaddr + offset) as usize
+    });
+    let needed = needed_offsets
+        .iter()
+        .map(|name| {
+            let start = strtab_file_offset.expect("DT_NEEDED without DT_STRTAB") + *name as usize;
+            let end = start + bytes[start..].iter().position(|b| *b == 0).unwrap();
+            String::from_utf8(bytes[start..end].to_vec()).unwrap()
+        })
+        .collect();
+    ElfFacts {
+        executable_type,
+        has_interpreter,
+        pie: flags_1 & DF_1_PIE != 0,
+        needed,
+    }
+}
+
+#[test]
+fn the_binary_is_dynamically_linked_and_names_libcrypto_exactly_in_the_openssl_build() {
+    let facts = read_elf(&std::fs::read(BIN).unwrap());
+    // check-payload takes the file for an executable: ET_EXEC, or ET_DYN marked PIE.
+    assert!(
+        facts.executable_type == ET_EXEC || (facts.executable_type == ET_DYN && facts.pie),
+        "{facts:?}"
+    );
+    assert!(facts.has_interpreter, "statically linked: {facts:?}");
+    let libcrypto: Vec<&String> = facts
+        .needed
+        .iter()
+        .filter(|lib| lib.starts_with("libcrypto.so"))
+        .collect();
+    if cfg!(feature = "openssl") {
+        assert_eq!(libcrypto, ["libcrypto.so.3"], "{facts:?}");
+    } else {
+        assert!(libcrypto.is_empty(), "{facts:?}");
+    }
+    // The reader is checked against binutils' where it is installed.
+    if let Ok(output) = Command::new("readelf").args(["-d", BIN]).output() {
+        let text = String::from_utf8_lossy(&output.stdout);
+        for lib in &facts.needed {
+            assert!(text.contains(&format!("[{lib}]")), "{lib} not in:\n{text}");
+        }
+        assert_eq!(
+            text.matches("(NEEDED)").count(),
+            facts.needed.len(),
+            "{text}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// FIPS mode refused
+// ---------------------------------------------------------------------------------------------
+
+/// `--fips` where no FIPS provider can be loaded (OpenSSL pointed at an empty module directory,
+/// whatever the host has; or the ring build): exit 64 before any port is bound, with one line on
+/// stderr naming FIPS mode and why.
+#[test]
+fn fips_without_a_loadable_fips_provider_refuses_to_start_in_one_line() {
+    let no_modules = tempfile::tempdir().unwrap();
+    let port = mcs::free_port();
+    let output = Command::new(BIN)
+        .arg("--fips")
+        .args(["--secure-port", &port.to_string(), "--insecure-port", "0"])
+        .args(["--bind-address", "127.0.0.1", "--metrics-bind-address", ""])
+        .arg("--cert")
+        .arg(mcs::repo().join("certs/tls.crt"))
+        .arg("--key")
+        .arg(mcs::repo().join("certs/tls.key"))
+        .args(bootstrap_args())
+        .env("OPENSSL_MODULES", no_modules.path())
+        .env_remove("OPENSSL_CONF")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(64), "{stderr}{stdout}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line:\n{stderr}");
+    assert!(stdout.trim().is_empty(), "nothing else printed:\n{stdout}");
+    let line = lines[0];
+    assert!(
+        line.starts_with("machine-config-server: FIPS mode (--fips): "),
+        "{line}"
+    );
+    if cfg!(feature = "openssl") {
+        assert!(
+            line.contains("cannot load OpenSSL's FIPS provider (fips)"),
+            "{line}"
+        );
+    } else {
+        assert!(
+            line.contains("ring") && line.contains("OpenSSL build"),
+            "{line}"
+        );
+    }
+    // Nothing was bound.
+    assert!(std::net::TcpListener::bind(("127.0.0.1", port)).is_ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// What /metrics says, and what OpenSSL's client negotiates
+// ---------------------------------------------------------------------------------------------
+
+/// `mcs_tls_crypto_info`'s sample, from the admin listener.
+fn crypto_info(server: &Server) -> String {
+    let metrics = mcs::request(server.metrics, None, "GET", "/metrics", &[]);
+    let text = String::from_utf8(metrics.body).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("mcs_tls_crypto_info{"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    lines[0].to_owned()
+}
+
+/// What `openssl s_client` (the system's OpenSSL, not in FIPS mode) negotiated with extra
+/// options, e.g. `-groups X25519`: the cipher, or `None` when the handshake failed.
+fn s_client(server: &Server, options: &[&str]) -> Option<String> {
+    let output = Command::new("openssl")
+        .args(["s_client", "-connect", &server.secure.to_string()])
+        .args(["-servername", "localhost", "-CAfile"])
+        .arg(mcs::repo().join("certs/ca.crt"))
+        .args(options)
+        .env_remove("OPENSSL_CONF")
+        .env_remove("OPENSSL_MODULES")
+        .stdin(Stdio::null())
+        .output()
+        .expect("openssl CLI (Debian package openssl)");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let cipher = text.lines().find_map(|l| {
+        l.split_once(", Cipher is ")
+            .map(|(_, c)| c.trim().to_owned())
+    })?;
+    (cipher != "(NONE)" && text.contains("Verify return code: 0 (ok)")).then_some(cipher)
+}
+
+/// Without FIPS mode the build's provider negotiates everything the Intermediate profile has,
+/// X25519 and ChaCha20 included: the contrast to FIPS mode below.
+#[test]
+fn without_fips_mode_metrics_name_the_provider_and_x25519_and_chacha20_are_negotiated() {
+    let server = Server::bootstrap(&mcs::repo().join("config/bootstrap"), &[]);
+    let info = crypto_info(&server);
+    assert!(
+        info.starts_with(&format!("mcs_tls_crypto_info{{provider=\"{PROVIDER}\",")),
+        "{info}"
+    );
+    assert!(info.contains("fips=\"false\"} 1"), "{info}");
+    if cfg!(feature = "openssl") {
+        assert!(info.contains("library=\"OpenSSL 3."), "{info}");
+    }
+    assert!(!server.output().contains("FIPS mode on"));
+    assert_eq!(
+        s_client(&server, &["-groups", "X25519"]).as_deref(),
+        Some("TLS_AES_256_GCM_SHA384")
+    );
+    assert_eq!(
+        s_client(&server, &["-ciphersuites", "TLS_CHACHA20_POLY1305_SHA256"]).as_deref(),
+        Some("TLS_CHACHA20_POLY1305_SHA256")
+    );
+    assert_eq!(
+        s_client(
+            &server,
+            &["-tls1_2", "-cipher", "ECDHE-ECDSA-CHACHA20-POLY1305"]
+        )
+        .as_deref(),
+        Some("ECDHE-ECDSA-CHACHA20-POLY1305")
+    );
+}
+
+/// FIPS mode end to end, with OpenSSL's FIPS provider: one log line, the metric, approved
+/// algorithms negotiated and everything else refused, and a config served over TLS.
+#[cfg(feature = "openssl")]
+#[support::tier(openssl_fips)]
+#[test]
+fn fips_mode_end_to_end_with_openssls_fips_provider() {
+    let env = support::openssl_fips::server_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut args = vec!["--fips".to_owned()];
+    args.extend(bootstrap_args());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Server::start_with_env(&args, &env);
+
+    let output = server.output();
+    let fips_lines: Vec<&str> = output
+        .lines()
+        .filter(|l| l.contains("FIPS mode on (--fips)"))
+        .collect();
+    assert_eq!(fips_lines.len(), 1, "{output}");
+    // The Intermediate profile's ChaCha20 suites are dropped with one warning.
+    assert_eq!(
+        output.matches("FIPS mode (only AES-GCM").count(),
+        1,
+        "{output}"
+    );
+    let info = crypto_info(&server);
+    assert!(info.contains("provider=\"openssl\""), "{info}");
+    assert!(info.contains("fips=\"true\"} 1"), "{info}");
+
+    // Approved: AES-GCM on P-256, P-384 or P-521, TLS 1.3 and 1.2.
+    assert_eq!(
+        s_client(&server, &[]).as_deref(),
+        Some("TLS_AES_256_GCM_SHA384")
+    );
+    for group in ["P-256", "P-384", "P-521"] {
+        assert!(s_client(&server, &["-groups", group]).is_some(), "{group}");
+    }
+    assert_eq!(
+        s_client(
+            &server,
+            &["-tls1_2", "-cipher", "ECDHE-ECDSA-AES128-GCM-SHA256"]
+        )
+        .as_deref(),
+        Some("ECDHE-ECDSA-AES128-GCM-SHA256")
+    );
+    // Refused: X25519, ChaCha20 in either version.
+    assert_eq!(s_client(&server, &["-groups", "X25519"]), None);
+    assert_eq!(
+        s_client(&server, &["-ciphersuites", "TLS_CHACHA20_POLY1305_SHA256"]),
+        None
+    );
+    assert_eq!(
+        s_client(
+            &server,
+            &["-tls1_2", "-cipher", "ECDHE-ECDSA-CHACHA20-POLY1305"]
+        ),
+        None
+    );
+    // A node's fetch works.
+    let response = server.https(
+        "GET",
+        "/config/master",
+        &[(
+            "Accept",
+            "application/vnd.coreos.ignition+json;version=3.4.0",
+        )],
+    );
+    assert_eq!(response.status, 200);
+    assert!(!response.body.is_empty());
+}
