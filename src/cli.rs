@@ -217,10 +217,105 @@ pub enum ExplainOutput {
     Json,
 }
 
-/// A flag or file problem found before start-up.
+/// What keeps the process from starting: a flag, variable or file that is wrong (exit code 64,
+/// `EX_USAGE`). One line names the flag or file; the typed cause is kept ([`Error::source`]).
+///
+/// [`Error::source`]: std::error::Error::source
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
+pub enum UsageError {
+    /// A file or directory named by a flag is missing, unreadable or of the wrong kind.
+    #[error("{flag} {}: {problem}", path.display())]
+    Path {
+        flag: &'static str,
+        path: PathBuf,
+        #[source]
+        problem: PathProblem,
+    },
+    /// A flag's value is not what the flag takes.
+    #[error("{flag} {value:?}: {expected}")]
+    Value {
+        flag: &'static str,
+        value: String,
+        expected: String,
+    },
+    /// A required flag is missing (`why`: what it is needed for).
+    #[error("{flag} is required{why}")]
+    Missing {
+        flag: &'static str,
+        why: &'static str,
+    },
+    /// `--allowed-source-cidrs` or `--require-token-file`.
+    #[error("{flag}: {source}")]
+    Access {
+        flag: &'static str,
+        #[source]
+        source: crate::server::access::AccessError,
+    },
+    /// The TLS policy (flags or the installer's APIServer manifest) or the certificate.
+    #[error(transparent)]
+    Tls(#[from] crate::server::tls::TlsError),
+    /// The crypto backend: FIPS mode required but unavailable, or the kernel's flag unreadable.
+    #[error(transparent)]
+    Crypto(#[from] crate::crypto::CryptoError),
+    /// The bootstrap base directory.
+    #[error(transparent)]
+    Bootstrap(#[from] crate::source::bootstrap::BootstrapError),
+    /// `--kubeconfig`, or the in-cluster configuration.
+    #[error(transparent)]
+    Cluster(#[from] crate::source::cluster::Error),
+    /// The `MCS_MCN_*` settings of the MachineConfigNode publisher.
+    #[error(transparent)]
+    Publisher(#[from] crate::mcn::SettingsError),
+    /// A port cannot be bound.
+    #[error("{flag}: cannot listen on {address}: {source}")]
+    Listen {
+        flag: &'static str,
+        address: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl UsageError {
+    /// A short label for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Path { .. } => "path",
+            Self::Value { .. } => "value",
+            Self::Missing { .. } => "missing",
+            Self::Access { .. } => "access",
+            Self::Tls(_) => "tls",
+            Self::Crypto(_) => "crypto",
+            Self::Bootstrap(_) => "bootstrap",
+            Self::Cluster(_) => "cluster",
+            Self::Publisher(_) => "publisher",
+            Self::Listen { .. } => "listen",
+        }
+    }
+
+    pub fn value(flag: &'static str, value: &str, expected: impl Into<String>) -> Self {
+        UsageError::Value {
+            flag,
+            value: value.to_owned(),
+            expected: expected.into(),
+        }
+    }
+}
+
+/// What is wrong with a path a flag names.
+#[derive(Debug, thiserror::Error)]
+pub enum PathProblem {
+    #[error("not a file")]
+    NotAFile,
+    #[error("not a directory")]
+    NotADirectory,
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The node-bootstrapper token directory cannot give a token (`explain` reads it where
+    /// the server is not running).
+    #[error("{0} (run explain where the server runs, or point it at a copy of the node-bootstrapper token)")]
+    Token(#[source] crate::source::cluster::kubeconfig::KubeconfigError),
+}
 
 /// Why the process could not run: usage errors exit 64, everything else 1.
 #[derive(Debug, thiserror::Error)]
@@ -233,19 +328,20 @@ pub enum RunError {
 
 /// `--bootstrap-certs` entries as (registry name, file under the base directory).
 pub fn parse_bootstrap_certs(values: &[String]) -> Result<Vec<(String, PathBuf)>, UsageError> {
+    const FLAG: &str = "--bootstrap-certs";
     values
         .iter()
         .map(|value| {
             let (name, file) = value
                 .split_once('=')
                 .filter(|(name, file)| !name.is_empty() && !file.is_empty() && !file.contains('='))
-                .ok_or_else(|| {
-                    UsageError(format!("--bootstrap-certs {value:?}: expected NAME=FILE"))
-                })?;
+                .ok_or_else(|| UsageError::value(FLAG, value, "expected NAME=FILE"))?;
             if name.contains('/') || name == "." || name == ".." {
-                return Err(UsageError(format!(
-                    "--bootstrap-certs {value:?}: NAME must be a registry host name"
-                )));
+                return Err(UsageError::value(
+                    FLAG,
+                    value,
+                    "NAME must be a registry host name",
+                ));
             }
             // As the original: FILE is joined to the base directory even when absolute.
             Ok((
@@ -261,51 +357,72 @@ pub fn parse_metrics_address(value: &str) -> Result<Option<SocketAddr>, UsageErr
     if value.is_empty() {
         return Ok(None);
     }
-    value.parse().map(Some).map_err(|_| {
-        UsageError(format!(
-            "--metrics-bind-address {value:?}: expected HOST:PORT"
-        ))
-    })
+    value
+        .parse()
+        .map(Some)
+        .map_err(|_| UsageError::value("--metrics-bind-address", value, "expected HOST:PORT"))
 }
 
 /// `--allowed-source-cidrs` and `--require-token-file` as an access policy.
 pub fn access_policy(root: &RootFlags) -> Result<crate::server::access::AccessPolicy, UsageError> {
-    use crate::server::access::{AccessPolicy, Cidr};
+    use crate::server::access::{AccessError, AccessPolicy, Cidr};
     let cidrs = root
         .allowed_source_cidrs
         .iter()
         .filter(|c| !c.trim().is_empty())
-        .map(|c| Cidr::parse(c).map_err(|e| UsageError(format!("--allowed-source-cidrs: {e}"))))
+        .map(|c| {
+            Cidr::parse(c).map_err(|source| UsageError::Access {
+                flag: "--allowed-source-cidrs",
+                source,
+            })
+        })
         .collect::<Result<Vec<_>, _>>()?;
+    const TOKEN_FLAG: &str = "--require-token-file";
+    let token_error = |error| match error {
+        // The file itself: named as every other file a flag names.
+        AccessError::ReadToken { path, source } => UsageError::Path {
+            flag: TOKEN_FLAG,
+            path,
+            problem: source.into(),
+        },
+        source => UsageError::Access {
+            flag: TOKEN_FLAG,
+            source,
+        },
+    };
     let token = match &root.require_token_file {
-        Some(path) => Some(
-            AccessPolicy::read_token(path)
-                .map_err(|e| UsageError(format!("--require-token-file {e}")))?,
-        ),
+        Some(path) => Some(AccessPolicy::read_token(path).map_err(token_error)?),
         None => None,
     };
-    AccessPolicy::new(cidrs, token).map_err(|e| UsageError(format!("--require-token-file: {e}")))
+    AccessPolicy::new(cidrs, token).map_err(token_error)
 }
 
 /// Fails when `path` is not a readable file, naming the flag.
-pub fn require_file(flag: &str, path: &Path) -> Result<(), UsageError> {
-    match std::fs::metadata(path) {
-        Ok(meta) if meta.is_file() => Ok(()),
-        Ok(_) => Err(UsageError(format!("{flag} {}: not a file", path.display()))),
-        Err(e) => Err(UsageError(format!("{flag} {}: {e}", path.display()))),
-    }
+pub fn require_file(flag: &'static str, path: &Path) -> Result<(), UsageError> {
+    let problem = match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => return Ok(()),
+        Ok(_) => PathProblem::NotAFile,
+        Err(e) => PathProblem::Io(e),
+    };
+    Err(UsageError::Path {
+        flag,
+        path: path.to_owned(),
+        problem,
+    })
 }
 
 /// Fails when `path` is not a directory, naming the flag.
-pub fn require_dir(flag: &str, path: &Path) -> Result<(), UsageError> {
-    match std::fs::metadata(path) {
-        Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(_) => Err(UsageError(format!(
-            "{flag} {}: not a directory",
-            path.display()
-        ))),
-        Err(e) => Err(UsageError(format!("{flag} {}: {e}", path.display()))),
-    }
+pub fn require_dir(flag: &'static str, path: &Path) -> Result<(), UsageError> {
+    let problem = match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => return Ok(()),
+        Ok(_) => PathProblem::NotADirectory,
+        Err(e) => PathProblem::Io(e),
+    };
+    Err(UsageError::Path {
+        flag,
+        path: path.to_owned(),
+        problem,
+    })
 }
 
 #[cfg(test)]

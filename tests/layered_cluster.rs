@@ -8,18 +8,14 @@
 //! - a node degrades: back to the base image;
 //! - the image lives in the in-cluster registry: the base image, even once validated.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 
 use http::StatusCode;
-use machine_config_server::cache::PayloadCache;
+use machine_config_server::app::{App, Mode, Serving, Settings};
 use machine_config_server::ignition::dataurl;
-use machine_config_server::metrics::{Metrics, PoolStatusBoard};
-use machine_config_server::server::access::AccessPolicy;
-use machine_config_server::server::admin::{admin_router, AdminState};
-use machine_config_server::server::layered_decisions::DecisionTracker;
-use machine_config_server::server::{router, AppState};
-use machine_config_server::source::cluster::{self, ClusterSettings, ClusterSource};
+use machine_config_server::mcn;
+use machine_config_server::source::cluster::ClusterSettings;
 use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options};
 
@@ -281,12 +277,11 @@ fn node(name: &str, pool: &str, rendered: &str, image: Option<&str>, state: &str
     })
 }
 
+/// The application as `start` runs it, in-process, on the test's API server.
 struct Cluster {
     api: ApiServer,
-    source: Option<ClusterSource>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    app: axum::Router,
-    admin: axum::Router,
+    shutdown: watch::Sender<bool>,
+    app: Option<App>,
     _token_dir: tempfile::TempDir,
 }
 
@@ -312,46 +307,29 @@ impl Cluster {
             "-----BEGIN CERTIFICATE-----\nTEST CA\n-----END CERTIFICATE-----\n",
         )
         .unwrap();
-        let mut settings = ClusterSettings::new("https://api-int.example.com:6443");
-        settings.kubeconfig = Some(api.kubeconfig_file().to_path_buf());
-        settings.bootstrap_token_dir = token_dir.path().to_path_buf();
-
-        let metrics = Arc::new(Metrics::new());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let source = cluster::start(settings, metrics.clone(), async {
-            let _ = stopped.await;
-        })
+        let mut source = ClusterSettings::new("https://api-int.example.com:6443");
+        source.kubeconfig = Some(api.kubeconfig_file().to_path_buf());
+        source.bootstrap_token_dir = token_dir.path().to_path_buf();
+        let publisher = mcn::PublisherSettings::new("layered-test", "layered-test");
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let app = App::start(
+            Settings {
+                serving: Serving::plain_http("127.0.0.1:0".parse().unwrap()),
+                mode: Mode::Cluster { source, publisher },
+            },
+            shutdown_rx,
+        )
         .await
-        .unwrap_or_else(|e| panic!("cluster source: {e}"));
-
-        let pools = PoolStatusBoard::new();
-        let app = router(AppState {
-            snapshots: source.snapshots.clone(),
-            ready: source.ready.clone(),
-            cache: PayloadCache::new(64 << 20),
-            metrics: metrics.clone(),
-            pools: pools.clone(),
-            access: Arc::new(AccessPolicy::default()),
-            layered: Arc::new(DecisionTracker::new()),
-            served: machine_config_server::server::served::ServedLog::default(),
-            events: Default::default(),
-        });
-        let admin = admin_router(AdminState {
-            metrics,
-            ready: source.ready.clone(),
-            pools,
-        });
-        let mut ready = source.ready.clone();
+        .unwrap_or_else(|e| panic!("the application: {e}"));
+        let mut ready = app.ready.clone();
         tokio::time::timeout(DEADLINE, ready.wait_for(|ready| *ready))
             .await
             .expect("cluster source ready in time")
             .expect("cluster source running");
         Cluster {
             api,
-            source: Some(source),
-            stop: Some(stop),
-            app,
-            admin,
+            shutdown,
+            app: Some(app),
             _token_dir: token_dir,
         }
     }
@@ -359,7 +337,8 @@ impl Cluster {
     /// What a node booting into `pool` gets: the image in its node annotations and in the
     /// encapsulated MachineConfig.
     async fn boot(&self, pool: &str) -> Boot {
-        let (status, body) = support::router_get(&self.app, &format!("/config/{pool}")).await;
+        let (status, body) =
+            support::router_get(&self.app().router(), &format!("/config/{pool}")).await;
         assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
         let config: Value = serde_json::from_slice(&body).unwrap();
         let file = |path: &str| -> Value {
@@ -408,8 +387,7 @@ impl Cluster {
 
     /// Waits until the published snapshot holds the node `name` (the cluster source saw it).
     async fn wait_for_node(&self, name: &str) {
-        let Some(source) = &self.source else { return };
-        let mut snapshots = source.snapshots.clone();
+        let mut snapshots = self.app().snapshots.clone();
         let seen = snapshots.wait_for(|snapshot| {
             snapshot
                 .layered
@@ -424,20 +402,23 @@ impl Cluster {
     }
 
     async fn status(&self, pool: &str) -> Value {
-        let (status, body) = support::router_get(&self.admin, "/status").await;
+        let (status, body) = support::router_get(&self.app().admin_router(), "/status").await;
         assert_eq!(status, StatusCode::OK);
         let page: Value = serde_json::from_slice(&body).unwrap();
         page["pools"][pool]["layered"].clone()
     }
 
+    fn app(&self) -> &App {
+        self.app.as_ref().expect("running")
+    }
+
     async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(source) = self.source.take() {
-            tokio::time::timeout(DEADLINE, source.join())
+        self.shutdown.send_replace(true);
+        if let Some(app) = self.app.take() {
+            tokio::time::timeout(DEADLINE, app.wait())
                 .await
-                .expect("cluster source stops");
+                .expect("the application stops")
+                .expect("the application stops cleanly");
         }
     }
 }
@@ -512,7 +493,7 @@ async fn scale_up_gets_the_layered_image_only_once_a_node_of_the_pool_runs_it() 
         .unwrap();
     cluster.boot_until(POOL, None, SWITCH_WITHIN).await;
 
-    let (_, metrics) = support::router_get(&cluster.admin, "/metrics").await;
+    let (_, metrics) = support::router_get(&cluster.app().admin_router(), "/metrics").await;
     let metrics = String::from_utf8(metrics).unwrap();
     for series in [
         r#"mcs_layered_decisions_total{pool="layered-worker",decision="base",reason="not_validated"}"#,

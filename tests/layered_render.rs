@@ -13,14 +13,9 @@ use http::StatusCode;
 use k8s_openapi::api::core::v1::{Node, Service};
 use machine_config_server::api::imagebuild::{MachineOSBuild, MachineOSConfig, Route};
 use machine_config_server::api::{MachineConfig, MachineConfigPool};
-use machine_config_server::cache::PayloadCache;
+use machine_config_server::app::ServingState;
 use machine_config_server::ignition::dataurl;
-use machine_config_server::metrics::{Metrics, PoolStatusBoard};
 use machine_config_server::render::layered::registry_hosts;
-use machine_config_server::server::access::AccessPolicy;
-use machine_config_server::server::admin::{admin_router, AdminState};
-use machine_config_server::server::layered_decisions::DecisionTracker;
-use machine_config_server::server::{router, AppState};
 use machine_config_server::snapshot::LayeredInputs;
 use machine_config_server::snapshot::{Mode, Snapshot};
 use serde_json::Value;
@@ -259,28 +254,12 @@ impl Harness {
     fn new(first: Snapshot) -> Harness {
         let (snapshots, snapshot_rx) = watch::channel(Arc::new(first));
         let (ready, ready_rx) = watch::channel(true);
-        let metrics = Arc::new(Metrics::new());
-        let pools = PoolStatusBoard::new();
-        let app = router(AppState {
-            snapshots: snapshot_rx,
-            ready: ready_rx.clone(),
-            cache: PayloadCache::new(64 << 20),
-            metrics: metrics.clone(),
-            pools: pools.clone(),
-            access: Arc::new(AccessPolicy::default()),
-            layered: Arc::new(DecisionTracker::new()),
-            served: machine_config_server::server::served::ServedLog::default(),
-            events: Default::default(),
-        });
-        let admin = admin_router(AdminState {
-            metrics,
-            ready: ready_rx,
-            pools,
-        });
+        // The routers `start` serves, over snapshots this test publishes itself.
+        let routers = ServingState::new(snapshot_rx, ready_rx).routers();
         Harness {
             snapshots,
-            app,
-            admin,
+            app: routers.public,
+            admin: routers.admin,
             _ready: ready,
         }
     }

@@ -23,15 +23,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::tier;
 
-use machine_config_server::cache::PayloadCache;
+use machine_config_server::app::{App, Mode, Serving, Settings};
 use machine_config_server::mcn;
-use machine_config_server::metrics::{Metrics, PoolStatusBoard};
-use machine_config_server::server::access::AccessPolicy;
-use machine_config_server::server::layered_decisions::DecisionTracker;
-use machine_config_server::server::listener::{self, ConnectionLimits};
-use machine_config_server::server::served::ServedLog;
-use machine_config_server::server::{router, AppState};
-use machine_config_server::source::cluster::{self, ClusterSettings, ClusterSource};
+use machine_config_server::metrics::Metrics;
+use machine_config_server::source::cluster::ClusterSettings;
 use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options, Scope};
 use support::fake_apiserver::{derived_crds, real_crds, validate_against};
@@ -176,17 +171,15 @@ fn test_timing() -> std::collections::HashMap<&'static str, String> {
     ])
 }
 
-/// One server process as `machine-config-server start` runs it, in-process.
+/// One server process as `machine-config-server start` runs it, in-process: the application
+/// started through its one wiring entry, serving plain HTTP on a loopback port.
 struct Replica {
     identity: String,
     http: SocketAddr,
     leading: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
     shutdown: watch::Sender<bool>,
-    source_stop: Option<tokio::sync::oneshot::Sender<()>>,
-    source: Option<ClusterSource>,
-    publisher: Option<mcn::Publisher>,
-    listener: Option<tokio::task::JoinHandle<()>>,
+    app: Option<App>,
     _token_dir: tempfile::TempDir,
 }
 
@@ -204,74 +197,37 @@ impl Replica {
             "-----BEGIN CERTIFICATE-----\nTEST CA\n-----END CERTIFICATE-----\n",
         )
         .unwrap();
-        let mut cluster_settings = ClusterSettings::new("https://api-int.example.com:6443");
-        cluster_settings.kubeconfig = Some(api.kubeconfig_file().to_path_buf());
-        cluster_settings.bootstrap_token_dir = token_dir.path().to_path_buf();
-
-        let metrics = Arc::new(Metrics::new());
-        let (source_stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let source = cluster::start(cluster_settings, metrics.clone(), async {
-            let _ = stopped.await;
-        })
-        .await
-        .unwrap_or_else(|e| panic!("cluster source: {e}"));
-
-        let served = ServedLog::default();
-        let (shutdown, shutdown_rx) = watch::channel(false);
-        let app = router(AppState {
-            snapshots: source.snapshots.clone(),
-            ready: source.ready.clone(),
-            cache: PayloadCache::new(64 << 20),
-            metrics: metrics.clone(),
-            pools: PoolStatusBoard::new(),
-            access: Arc::new(AccessPolicy::default()),
-            layered: Arc::new(DecisionTracker::new()),
-            served: served.clone(),
-            events: Default::default(),
-        });
-        let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let http = socket.local_addr().unwrap();
-        let mut stop_http = shutdown_rx.clone();
-        let listener = tokio::spawn(listener::serve(
-            socket,
-            None,
-            app,
-            ConnectionLimits::default(),
-            metrics.clone(),
-            async move {
-                let _ = stop_http.wait_for(|stop| *stop).await;
-            },
-        ));
-
-        // As `start` wires it: identity from the host name, timing from MCS_MCN_*_MS.
+        let mut source = ClusterSettings::new("https://api-int.example.com:6443");
+        source.kubeconfig = Some(api.kubeconfig_file().to_path_buf());
+        source.bootstrap_token_dir = token_dir.path().to_path_buf();
+        // As `start` builds them: identity from the host name, timing from MCS_MCN_*_MS.
         let timing = test_timing();
-        let settings = mcn::PublisherSettings::for_replica(
+        let publisher = mcn::PublisherSettings::for_replica(
             identity,
             mcn::rate::DEFAULT_MAX_WRITES_PER_SECOND,
             |key| timing.get(key).cloned(),
         )
         .expect("valid timing overrides");
-        let publisher = mcn::start(
-            source.client.clone(),
-            settings,
-            mcn::PublisherInputs::of(&source, served, metrics.clone(), Default::default()),
-            shutdown_rx,
-        );
-        let mut ready = source.ready.clone();
+        let settings = Settings {
+            serving: Serving::plain_http("127.0.0.1:0".parse().unwrap()),
+            mode: Mode::Cluster { source, publisher },
+        };
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let app = App::start(settings, shutdown_rx)
+            .await
+            .unwrap_or_else(|e| panic!("the application: {e}"));
+        let mut ready = app.ready.clone();
         tokio::time::timeout(DEADLINE, ready.wait_for(|ready| *ready))
             .await
             .expect("cluster source ready in time")
             .expect("cluster source running");
         Replica {
             identity: mcn::identity(identity),
-            http,
-            leading: publisher.leading.clone(),
-            metrics,
+            http: app.insecure_address.expect("the plain-HTTP listener"),
+            leading: app.leading.clone().expect("cluster mode has a publisher"),
+            metrics: app.metrics.clone(),
             shutdown,
-            source_stop: Some(source_stop),
-            source: Some(source),
-            publisher: Some(publisher),
-            listener: Some(listener),
+            app: Some(app),
             _token_dir: token_dir,
         }
     }
@@ -309,21 +265,11 @@ impl Replica {
     /// Graceful stop: the publisher releases its Lease, the source and listener end.
     async fn stop(mut self) {
         self.shutdown.send_replace(true);
-        if let Some(publisher) = self.publisher.take() {
-            tokio::time::timeout(DEADLINE, publisher.join())
+        if let Some(app) = self.app.take() {
+            tokio::time::timeout(DEADLINE, app.wait())
                 .await
-                .expect("publisher stops");
-        }
-        if let Some(stop) = self.source_stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(source) = self.source.take() {
-            tokio::time::timeout(DEADLINE, source.join())
-                .await
-                .expect("cluster source stops");
-        }
-        if let Some(listener) = self.listener.take() {
-            let _ = tokio::time::timeout(DEADLINE, listener).await;
+                .expect("the application stops")
+                .expect("the application stops cleanly");
         }
     }
 }

@@ -18,7 +18,7 @@ pub(super) async fn load_bootstrap(
     cli::require_file("--bootstrap-kubeconfig", &flags.bootstrap_kubeconfig)?;
     let registry_certs = cli::parse_bootstrap_certs(&flags.bootstrap_certs)?;
     // `bootstrap` refuses to start with a broken APIServer manifest; so does its explanation.
-    TlsPolicy::for_bootstrap(base_dir).map_err(|e| UsageError(e.to_string()))?;
+    TlsPolicy::for_bootstrap(base_dir).map_err(UsageError::from)?;
     let settings = BootstrapSettings {
         base_dir: base_dir.to_path_buf(),
         kubeconfig: flags.bootstrap_kubeconfig.clone(),
@@ -27,7 +27,7 @@ pub(super) async fn load_bootstrap(
     let snapshot = tokio::task::spawn_blocking(move || bootstrap::load_once(&settings))
         .await
         .map_err(|e| anyhow::anyhow!("reading the base directory failed: {e}"))?
-        .map_err(|e| UsageError(e.to_string()))?;
+        .map_err(UsageError::from)?;
     Ok(Loaded {
         snapshot: Arc::new(snapshot),
         ready: true,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::cli::{ExplainFlags, RunError, UsageError};
+use crate::cli::{ExplainFlags, PathProblem, RunError, UsageError};
 use crate::source::cluster::{self, ClusterObserver, ClusterSettings};
 
 use super::Loaded;
@@ -14,20 +14,20 @@ use super::Loaded;
 /// stopped. Nothing is written to the cluster.
 pub(super) async fn load_cluster(flags: &ExplainFlags) -> Result<Loaded, RunError> {
     if flags.apiserver_url.is_empty() {
-        return Err(UsageError(
-            "--apiserver-url is required in cluster mode: it is written into the served kubeconfig"
-                .into(),
-        )
+        return Err(UsageError::Missing {
+            flag: "--apiserver-url",
+            why: " in cluster mode: it is written into the served kubeconfig",
+        }
         .into());
     }
     // Without a token the cluster source never becomes ready; say so now, naming the flag.
     let inputs = cluster::kubeconfig::read_token_dir(&flags.bootstrap_token_dir, None).await;
-    if let Err(e) = &inputs.token {
-        return Err(UsageError(format!(
-            "--bootstrap-token-dir {}: {e} (run explain where the server runs, or point it at a \
-             copy of the node-bootstrapper token)",
-            flags.bootstrap_token_dir.display()
-        ))
+    if let Err(e) = inputs.token {
+        return Err(UsageError::Path {
+            flag: "--bootstrap-token-dir",
+            path: flags.bootstrap_token_dir.clone(),
+            problem: PathProblem::Token(e),
+        }
         .into());
     }
     let settings = ClusterSettings {
@@ -45,7 +45,7 @@ pub(super) async fn load_cluster(flags: &ExplainFlags) -> Result<Loaded, RunErro
         let _ = stopped.await;
     })
     .await
-    .map_err(|e| UsageError(e.to_string()))?;
+    .map_err(UsageError::from)?;
 
     let timeout = Duration::from_secs(flags.timeout_seconds);
     let mut ready = source.ready.clone();

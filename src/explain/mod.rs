@@ -42,20 +42,25 @@ pub fn parse_spec(value: &str) -> Result<SpecVersion, UsageError> {
         .find(|v| v.as_str() == value || v.as_str().strip_suffix(".0") == Some(value))
         .ok_or_else(|| {
             let all: Vec<&str> = SpecVersion::ALL.iter().map(|v| v.as_str()).collect();
-            UsageError(format!(
-                "--spec {value:?}: expected one of {}",
-                all.join(", ")
-            ))
+            UsageError::value(
+                "--spec",
+                value,
+                format!("expected one of {}", all.join(", ")),
+            )
         })
 }
 
 /// `--pool` must be what a node's `/config/<pool>` path resolves to, not another path.
 pub fn check_pool(pool: &str) -> Result<(), UsageError> {
     match pool_path::parse(&format!("/config/{pool}")) {
-        Ok(parsed) if parsed.pool != pool || parsed.traversal => Err(UsageError(format!(
-            "--pool {pool:?}: a node asking for /config/{pool} gets pool {:?}; pass the pool name",
-            parsed.pool
-        ))),
+        Ok(parsed) if parsed.pool != pool || parsed.traversal => Err(UsageError::value(
+            "--pool",
+            pool,
+            format!(
+                "a node asking for /config/{pool} gets pool {:?}; pass the pool name",
+                parsed.pool
+            ),
+        )),
         // A name no pool can have is explained as the 4xx the server answers.
         _ => Ok(()),
     }
@@ -88,8 +93,11 @@ pub async fn run(flags: &ExplainFlags) -> Result<(), RunError> {
     if let Some(path) = &flags.write_config {
         match &body {
             Some(body) => {
-                std::fs::write(path, body)
-                    .map_err(|e| UsageError(format!("--write-config {}: {e}", path.display())))?;
+                std::fs::write(path, body).map_err(|e| UsageError::Path {
+                    flag: "--write-config",
+                    path: path.clone(),
+                    problem: e.into(),
+                })?;
                 explanation.notes.push(format!(
                     "wrote the {} served bytes to {}",
                     body.len(),
