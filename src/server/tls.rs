@@ -86,8 +86,12 @@ pub enum TlsError {
         source: std::io::Error,
     },
     /// The APIServer manifest is not valid YAML of the expected shape.
-    #[error("invalid APIServer manifest {}: {reason}", path.display())]
-    ManifestInvalid { path: PathBuf, reason: String },
+    #[error("invalid APIServer manifest {}: {source}", path.display())]
+    ManifestInvalid {
+        path: PathBuf,
+        #[source]
+        source: policy::ManifestError,
+    },
     /// A certificate or key file cannot be read.
     #[error("cannot read {}: {source}", path.display())]
     ReadFile {

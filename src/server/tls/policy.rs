@@ -266,12 +266,11 @@ impl TlsProfile {
     /// original's defaults: no `spec.tlsSecurityProfile`, no `type`, or `type: Custom` without
     /// `custom` all mean Intermediate; `type` wins over whichever sub-object is present. An unknown
     /// `type` (the CRD would reject it) is an error.
-    pub fn from_apiserver_yaml(yaml: &str) -> Result<Self, String> {
-        let manifest: ApiServerManifest =
-            serde_yaml::from_str(yaml).map_err(|err| err.to_string())?;
+    pub fn from_apiserver_yaml(yaml: &str) -> Result<Self, ManifestError> {
+        let manifest: ApiServerManifest = serde_yaml::from_str(yaml)?;
         if let Some(kind) = manifest.kind.as_deref() {
             if kind != "APIServer" {
-                return Err(format!("kind is {kind:?}, expected \"APIServer\""));
+                return Err(ManifestError::Kind(kind.to_owned()));
             }
         }
         let Some(profile) = manifest.spec.and_then(|spec| spec.tls_security_profile) else {
@@ -288,11 +287,20 @@ impl TlsProfile {
                 },
                 None => Self::Intermediate,
             }),
-            other => Err(format!(
-                "spec.tlsSecurityProfile.type is {other:?}, expected Old, Intermediate, Modern or Custom"
-            )),
+            other => Err(ManifestError::ProfileType(other.to_owned())),
         }
     }
+}
+
+/// Why an APIServer manifest gives no TLS profile.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("{0}")]
+    Yaml(#[from] serde_yaml::Error),
+    #[error("kind is {0:?}, expected \"APIServer\"")]
+    Kind(String),
+    #[error("spec.tlsSecurityProfile.type is {0:?}, expected Old, Intermediate, Modern or Custom")]
+    ProfileType(String),
 }
 
 #[derive(Deserialize)]
@@ -397,9 +405,9 @@ impl TlsPolicy {
             }
         };
         let profile =
-            TlsProfile::from_apiserver_yaml(&yaml).map_err(|reason| TlsError::ManifestInvalid {
+            TlsProfile::from_apiserver_yaml(&yaml).map_err(|source| TlsError::ManifestInvalid {
                 path: path.to_owned(),
-                reason,
+                source,
             })?;
         Self::from_profile(&profile, &path.display().to_string())
     }
@@ -941,7 +949,7 @@ mod tests {
             TlsProfile::Intermediate
         );
         let err = parse("    type: Paranoid\n").unwrap_err();
-        assert!(err.contains("Paranoid"), "{err}");
+        assert!(err.to_string().contains("Paranoid"), "{err}");
         assert!(TlsProfile::from_apiserver_yaml("kind: Secret\n").is_err());
         assert!(TlsProfile::from_apiserver_yaml("spec: [").is_err());
     }
