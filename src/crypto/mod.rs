@@ -22,6 +22,8 @@ mod backend;
 #[path = "ring.rs"]
 mod backend;
 #[cfg(feature = "openssl")]
+mod openssl_aead;
+#[cfg(feature = "openssl")]
 mod openssl_hkdf;
 #[cfg(not(any(feature = "ring", feature = "openssl")))]
 compile_error!("enable a TLS crypto backend: cargo feature `ring` (default) or `openssl`");

@@ -29,7 +29,7 @@ pub(super) fn key_provider() -> &'static dyn rustls::crypto::KeyProvider {
 pub(super) fn default_provider() -> CryptoProvider {
     let mut provider = rustls_openssl::default_provider();
     for suite in &mut provider.cipher_suites {
-        *suite = super::openssl_hkdf::with_reused_context(*suite);
+        *suite = super::openssl_hkdf::with_tls13_fast_paths(*suite);
     }
     provider
 }

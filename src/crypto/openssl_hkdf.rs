@@ -1,35 +1,36 @@
 //! TLS 1.3's HKDF for the OpenSSL backend: OpenSSL's own HKDF (the FIPS provider's in FIPS
-//! mode, as before), with one OpenSSL context per thread reused from call to call.
+//! mode, as before), called through OpenSSL 3's KDF API (`EVP_KDF`, as libssl does) instead of
+//! the legacy `EVP_PKEY_derive` wrapper.
 //!
-//! Why: rustls-openssl creates a new `EVP_PKEY_CTX` for every HKDF step, and OpenSSL 3.0 pays
-//! for each with algorithm and key-management lookups under locks. A TLS 1.3 handshake takes
-//! about twenty steps; profiling `Connection: close` load (`benches/run.sh`) put a quarter of the
-//! server's CPU there. Only where the context comes from changes: the computation is OpenSSL's
-//! HKDF, checked against rustls-openssl's in the tests below. Must not touch: anything but HKDF
-//! (the suites' hash, AEAD and HMAC stay rustls-openssl's).
+//! Why: rustls-openssl runs every HKDF step through a new `EVP_PKEY_CTX`, and in OpenSSL 3.0
+//! each `EVP_PKEY_derive` step fetches the key-exchange wrapper, the KDF (several times) and the
+//! digest by name, under locks. A TLS 1.3 handshake takes about thirty steps; counting OpenSSL
+//! calls under `Connection: close` load (`perf probe`) found about 130 KDF, 60 key-exchange and
+//! 140 digest fetches per connection, nginx on the same OpenSSL about 6 and 14. The KDF API
+//! fetches the KDF once and the digest once per step. Only the API changes: the computation is
+//! OpenSSL's HKDF, checked against rustls-openssl's in the tests below. The TLS 1.3 suites built here
+//! (`with_tls13_fast_paths`) also take [`super::openssl_aead`]'s record protection. Must not
+//! touch: anything but HKDF and the suites' assembly (the suites' hash and HMAC stay
+//! rustls-openssl's).
 
-use std::cell::RefCell;
 use std::sync::OnceLock;
 
 use openssl::error::ErrorStack;
+use openssl::kdf::HkdfMode;
 use openssl::md::{Md, MdRef};
-use openssl::pkey::Id;
-use openssl::pkey_ctx::{HkdfMode, PkeyCtx};
+use rustls::crypto::cipher::Tls13AeadAlgorithm;
 use rustls::crypto::hash::HashAlgorithm;
 use rustls::crypto::hmac::Tag;
 use rustls::crypto::tls13::{Hkdf, HkdfExpander, OkmBlock, OutputLengthError};
 use rustls::crypto::CipherSuiteCommon;
 use rustls::{SupportedCipherSuite, Tls13CipherSuite};
 
+use super::openssl_aead::{AeadCipher, KeyedContextAead};
+
 /// The largest hash output of a TLS 1.3 suite (SHA-384).
 const MAX_HASH_LEN: usize = 48;
 
-thread_local! {
-    /// This thread's HKDF context, created on first use.
-    static CONTEXT: RefCell<Option<PkeyCtx<()>>> = const { RefCell::new(None) };
-}
-
-/// One HKDF extract or expand step in this thread's context.
+/// One HKDF extract or expand step, through OpenSSL's KDF API (`EVP_KDF`).
 fn hkdf_step(
     mode: HkdfMode,
     md: &MdRef,
@@ -38,32 +39,14 @@ fn hkdf_step(
     info: &[&[u8]],
     output: &mut [u8],
 ) -> Result<(), ErrorStack> {
-    CONTEXT.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let ctx = match slot.as_mut() {
-            Some(ctx) => ctx,
-            None => slot.insert(PkeyCtx::new_id(Id::HKDF)?),
-        };
-        // A new derivation: OpenSSL drops the previous one's key, salt and info.
-        ctx.derive_init()?;
-        ctx.set_hkdf_mode(mode)?;
-        ctx.set_hkdf_md(md)?;
-        ctx.set_hkdf_key(key)?;
-        if let Some(salt) = salt {
-            ctx.set_hkdf_salt(salt)?;
-        }
-        // One info string: OpenSSL before 3.4 mishandles several (openssl/openssl#23448).
-        if !info.is_empty() {
-            ctx.add_hkdf_info(&info.concat())?;
-        }
-        ctx.derive(Some(output))?;
-        Ok(())
-    })
+    // One info string: OpenSSL before 3.4 mishandles several (openssl/openssl#23448).
+    let info = (!info.is_empty()).then(|| info.concat());
+    openssl::kdf::hkdf(md, key, salt, info.as_deref(), mode, None, output)
 }
 
 /// HKDF with a suite's hash; `original` (rustls-openssl's) computes the finished MACs and
 /// answers whatever a context error leaves (it would report the same OpenSSL failure).
-struct ReusedContextHkdf {
+struct KdfApiHkdf {
     md: &'static MdRef,
     hash_len: usize,
     original: &'static dyn Hkdf,
@@ -76,7 +59,7 @@ struct Expander {
     original: Box<dyn HkdfExpander>,
 }
 
-impl Hkdf for ReusedContextHkdf {
+impl Hkdf for KdfApiHkdf {
     fn extract_from_zero_ikm(&self, salt: Option<&[u8]>) -> Box<dyn HkdfExpander> {
         let zeros = [0u8; MAX_HASH_LEN];
         self.extract(salt, &zeros[..self.hash_len])
@@ -113,13 +96,13 @@ impl Hkdf for ReusedContextHkdf {
     }
 }
 
-impl ReusedContextHkdf {
+impl KdfApiHkdf {
     fn extract(&self, salt: Option<&[u8]>, secret: &[u8]) -> Option<Box<dyn HkdfExpander>> {
         let zeros = [0u8; MAX_HASH_LEN];
         let salt = salt.unwrap_or(&zeros[..self.hash_len]);
         let mut prk = [0u8; MAX_HASH_LEN];
         hkdf_step(
-            HkdfMode::EXTRACT_ONLY,
+            HkdfMode::ExtractOnly,
             self.md,
             secret,
             Some(salt),
@@ -143,7 +126,7 @@ impl HkdfExpander for Expander {
             return Err(OutputLengthError);
         }
         let prk = &self.prk[..self.hash_len];
-        match hkdf_step(HkdfMode::EXPAND_ONLY, self.md, prk, None, info, output) {
+        match hkdf_step(HkdfMode::ExpandOnly, self.md, prk, None, info, output) {
             Ok(()) => Ok(()),
             Err(_) => self.original.expand_slice(info, output),
         }
@@ -163,9 +146,10 @@ impl HkdfExpander for Expander {
     }
 }
 
-/// rustls-openssl's TLS 1.3 suites with this HKDF, each with its hash's HKDF, made once.
-fn registry() -> &'static [(&'static Tls13CipherSuite, &'static ReusedContextHkdf)] {
-    static SUITES: OnceLock<Vec<(&'static Tls13CipherSuite, &'static ReusedContextHkdf)>> =
+/// rustls-openssl's TLS 1.3 suites with this HKDF (each with its hash's) and keyed-context
+/// record protection, made once.
+fn registry() -> &'static [(&'static Tls13CipherSuite, &'static KdfApiHkdf)] {
+    static SUITES: OnceLock<Vec<(&'static Tls13CipherSuite, &'static KdfApiHkdf)>> =
         OnceLock::new();
     SUITES.get_or_init(|| {
         rustls_openssl::ALL_CIPHER_SUITES
@@ -179,11 +163,19 @@ fn registry() -> &'static [(&'static Tls13CipherSuite, &'static ReusedContextHkd
                     };
                     // Three suites, once per process: leaked on purpose, as rustls wants
                     // `'static` suites.
-                    let hkdf: &'static ReusedContextHkdf = Box::leak(Box::new(ReusedContextHkdf {
+                    let hkdf: &'static KdfApiHkdf = Box::leak(Box::new(KdfApiHkdf {
                         md,
                         hash_len,
                         original: original.hkdf_provider,
                     }));
+                    let aead: &'static dyn Tls13AeadAlgorithm =
+                        match AeadCipher::of(original.aead_alg) {
+                            Some(cipher) => Box::leak(Box::new(KeyedContextAead::new(
+                                cipher,
+                                original.aead_alg,
+                            ))),
+                            None => original.aead_alg,
+                        };
                     let faster: &'static Tls13CipherSuite = Box::leak(Box::new(Tls13CipherSuite {
                         common: CipherSuiteCommon {
                             suite: original.common.suite,
@@ -191,7 +183,7 @@ fn registry() -> &'static [(&'static Tls13CipherSuite, &'static ReusedContextHkd
                             confidentiality_limit: original.common.confidentiality_limit,
                         },
                         hkdf_provider: hkdf,
-                        aead_alg: original.aead_alg,
+                        aead_alg: aead,
                         quic: original.quic,
                     }));
                     Some((faster, hkdf))
@@ -202,8 +194,8 @@ fn registry() -> &'static [(&'static Tls13CipherSuite, &'static ReusedContextHkd
     })
 }
 
-/// `suite`, with this HKDF when it is a TLS 1.3 suite.
-pub(super) fn with_reused_context(suite: SupportedCipherSuite) -> SupportedCipherSuite {
+/// `suite`, with this HKDF and keyed-context record protection when it is a TLS 1.3 suite.
+pub(super) fn with_tls13_fast_paths(suite: SupportedCipherSuite) -> SupportedCipherSuite {
     let SupportedCipherSuite::Tls13(original) = suite else {
         return suite;
     };
@@ -261,11 +253,11 @@ mod tests {
     fn tls12_suites_are_left_as_they_are() {
         let suite = rustls_openssl::cipher_suite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256;
         assert!(matches!(
-            with_reused_context(suite),
+            with_tls13_fast_paths(suite),
             SupportedCipherSuite::Tls12(_)
         ));
         let tls13 = rustls_openssl::cipher_suite::TLS13_AES_256_GCM_SHA384;
-        let SupportedCipherSuite::Tls13(replaced) = with_reused_context(tls13) else {
+        let SupportedCipherSuite::Tls13(replaced) = with_tls13_fast_paths(tls13) else {
             panic!("a TLS 1.3 suite stays TLS 1.3");
         };
         assert_eq!(replaced.common.suite, tls13.suite());
