@@ -24,13 +24,6 @@
 //! minutes, a change every 30 s). Prints the figures table on stdout; exits 1 when a request
 //! failed or a figure is not flat.
 
-#[path = "../tests/cluster_support/mod.rs"]
-mod cluster_support;
-#[path = "../tests/support/mcs.rs"]
-mod mcs;
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::collections::VecDeque;
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
@@ -42,6 +35,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options, Scope};
+use support::cluster as cluster_support;
+use support::mcs;
 
 const SPECS: [&str; 4] = ["3.5.0", "3.4.0", "3.2.0", "2.2.0"];
 /// Pools served: the fixture's two and a custom one.
@@ -641,8 +636,7 @@ impl ServerProcess {
     fn spawn(api: &ApiServer, token_dir: &Path) -> Result<ServerProcess, String> {
         let (secure, metrics) = (mcs::free_port(), mcs::free_port());
         let certs = mcs::repo().join("certs");
-        let bin = std::env::var_os("MCS_SOAK_SERVER_BIN")
-            .map_or_else(|| PathBuf::from(mcs::BIN), PathBuf::from);
+        let bin = std::env::var_os("MCS_SOAK_SERVER_BIN").map_or_else(mcs::bin, PathBuf::from);
         let mut child = Command::new(&bin)
             .args(["start", "--kubeconfig"])
             .arg(api.kubeconfig_file())

@@ -2,27 +2,23 @@
 //! the fuzz targets' committed seed corpora (`tests/fuzz/seeds/<target>/`), every regression
 //! found by fuzzing (`tests/fuzz/regressions/<target>/`) and the inputs derived from the
 //! project's fixtures (and, in the upstream tier, from the upstream-rendered fixture) go through
-//! the same property checks the fuzz targets run (`tests/fuzz/checks/`). The long fuzzing runs
+//! the same property checks the fuzz targets run (the crate `tests/fuzz-checks`). The long fuzzing runs
 //! are `tests/fuzz/run.sh` (docs/fuzzing.md).
 //!
 //! With `MCS_FUZZ_CORPUS_OUT=DIR` the fixture-derived inputs are also written to
 //! `DIR/<target>/`, which is how `tests/fuzz/run.sh` seeds the fuzzers' working corpora.
 
-#[path = "fuzz/checks/mod.rs"]
-mod checks;
-#[path = "support/upstream.rs"]
-mod upstream;
-
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
+use support::{tier, upstream};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn check_for(target: &str) -> fn(&[u8]) {
-    checks::TARGETS
+    fuzz_checks::TARGETS
         .iter()
         .find(|(name, _)| *name == target)
         .map(|(_, check)| *check)
@@ -54,7 +50,7 @@ fn replay(target: &str, name: &str, data: &[u8]) {
 #[test]
 fn committed_seeds_and_regressions_hold_every_property() {
     let fuzz = repo().join("tests/fuzz");
-    for (target, _) in checks::TARGETS {
+    for (target, _) in fuzz_checks::TARGETS {
         let seeds = files_in(&fuzz.join("seeds").join(target));
         assert!(!seeds.is_empty(), "target {target} has no committed seeds");
         for file in seeds
@@ -71,9 +67,15 @@ fn committed_seeds_and_regressions_hold_every_property() {
         .filter_map(|p| Some(p.file_stem()?.to_str()?.to_string()))
         .collect();
     on_disk.sort();
-    let mut listed: Vec<String> = checks::TARGETS.iter().map(|(n, _)| n.to_string()).collect();
+    let mut listed: Vec<String> = fuzz_checks::TARGETS
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .collect();
     listed.sort();
-    assert_eq!(on_disk, listed, "fuzz_targets/ and checks::TARGETS differ");
+    assert_eq!(
+        on_disk, listed,
+        "fuzz_targets/ and fuzz_checks::TARGETS differ"
+    );
 }
 
 #[test]
@@ -87,12 +89,10 @@ fn project_fixtures_hold_every_property() {
     replay_and_export(&inputs, "project");
 }
 
+#[tier(upstream)]
 #[test]
 fn upstream_rendered_fixture_holds_every_property() {
-    let Some(dir) = upstream::realistic_fixture() else {
-        return;
-    };
-    let inputs = fixture_inputs(&dir);
+    let inputs = fixture_inputs(&upstream::realistic_fixture());
     assert!(
         inputs.len() > 10,
         "too few fixture inputs: {}",

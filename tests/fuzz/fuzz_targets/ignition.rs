@@ -1,4 +1,4 @@
-//! Fuzz target `ignition`: the properties of `checks/ignition.rs`.
+//! Fuzz target `ignition`: the properties of `tests/fuzz-checks/ignition.rs`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| machine_config_server_fuzz::ignition::check(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| fuzz_checks::ignition::check(data));

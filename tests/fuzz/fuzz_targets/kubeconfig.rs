@@ -1,4 +1,4 @@
-//! Fuzz target `kubeconfig`: the properties of `checks/kubeconfig.rs`.
+//! Fuzz target `kubeconfig`: the properties of `tests/fuzz-checks/kubeconfig.rs`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| machine_config_server_fuzz::kubeconfig::check(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| fuzz_checks::kubeconfig::check(data));

@@ -1,4 +1,4 @@
-//! Fuzz target `token_file`: the properties of `checks/token_file.rs`.
+//! Fuzz target `token_file`: the properties of `tests/fuzz-checks/token_file.rs`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| machine_config_server_fuzz::token_file::check(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| fuzz_checks::token_file::check(data));

@@ -3,10 +3,10 @@
 //! functions and panics (an `assert!` naming the property) when a property does not hold, so a
 //! violation is a libFuzzer crash like any panic inside the server's code.
 //!
-//! Compiled twice: as the fuzz crate's library (`tests/fuzz/Cargo.toml`, nightly, cargo-fuzz)
-//! and into the main crate's test suite by `tests/fuzz_seeds.rs` (stable), which replays the
-//! committed seeds and regressions through the same checks. So this code uses only crates the
-//! main crate's tests have, and refers to its sibling modules with `super::`.
+//! A crate of its own (`mcs-fuzz-checks`, named `fuzz_checks`), linked by the fuzz targets
+//! (`tests/fuzz`, nightly, cargo-fuzz) and by the main crate's suite, where
+//! `tests/fuzz_seeds.rs` (stable) replays the committed seeds and regressions through the same
+//! checks.
 
 pub mod accept;
 pub mod cluster_objects;

@@ -17,8 +17,9 @@ use k8s_openapi::api::core::v1::Node;
 use machine_config_server::api::imagebuild::{MachineOSBuild, MachineOSConfig};
 use machine_config_server::api::MachineConfigPool;
 use machine_config_server::render::layered::{
-    decide, not_validated_since, DecisionReason, LayeredDecision, LayeredInputs,
+    decide, not_validated_since, DecisionReason, LayeredDecision,
 };
+use machine_config_server::snapshot::LayeredInputs;
 use serde_json::json;
 
 use super::cluster_objects;
