@@ -419,6 +419,10 @@ fn an_api_outage_keeps_serving_and_catches_up_after() {
         cluster.log_lines_containing("Kubernetes API is unreachable"),
         1
     );
+    // The output is read by another thread: the line may trail the metric.
+    poll("the recovery to be logged", DEADLINE, || {
+        (cluster.log_lines_containing("Kubernetes API is reachable again") > 0).then_some(())
+    });
     assert_eq!(
         cluster.log_lines_containing("Kubernetes API is reachable again"),
         1
@@ -434,13 +438,28 @@ fn unknown_pools_and_missing_rendered_configs_are_retried_not_final() {
     for _ in 0..3 {
         assert_eq!(cluster.get("infra").status, 500);
     }
-    let unknown_pool_errors = cluster
-        .server
-        .output()
-        .lines()
-        .filter(|l| l.contains("could not serve config") && l.contains("pool=infra"))
-        .count();
-    assert_eq!(unknown_pool_errors, 1, "one error line, not one per retry");
+    let unknown_pool_errors = || {
+        cluster
+            .server
+            .output()
+            .lines()
+            .filter(|l| l.contains("could not serve config") && l.contains("pool=infra"))
+            .count()
+    };
+    // The server's output is read by another thread: wait for the line, then
+    // check that the retries added none.
+    poll("the unknown pool to be logged", DEADLINE, || {
+        (unknown_pool_errors() > 0).then_some(())
+    });
+    for _ in 0..3 {
+        assert_eq!(cluster.get("infra").status, 500);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        unknown_pool_errors(),
+        1,
+        "one error line, not one per retry"
+    );
     // A pool whose rendered config is missing: 500, the reason logged once.
     let missing = "rendered-infra-00000000000000000000000000000404";
     cluster
