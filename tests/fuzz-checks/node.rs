@@ -17,7 +17,15 @@ pub fn check(data: &[u8]) {
     let Ok(full) = serde_json::from_slice::<Node>(data) else {
         return;
     };
-    let slim = slim.unwrap_or_else(|e| panic!("the full Node decodes, the slim one not: {e}"));
+    let slim = match slim {
+        Ok(slim) => slim,
+        // An object with a repeated key: serde's derived decoders (the slim Node's) refuse it,
+        // k8s-openapi's hand-written ones keep the last value. The API server never writes one
+        // (Go's encoder writes each field once), so there the two may differ. Found by this
+        // target (regressions/node/duplicate-resource-version).
+        Err(e) if e.to_string().starts_with("duplicate field") => return,
+        Err(e) => panic!("the full Node decodes, the slim one not: {e}"),
+    };
     let node = slim.object().expect("a slim Node always decodes");
     let expected = Node {
         metadata: ObjectMeta {
