@@ -73,11 +73,16 @@ impl Cidr {
         Ok(Cidr { network, prefix })
     }
 
-    /// Whether `address` is inside this network (IPv4-mapped IPv6 addresses count as IPv4).
+    /// Whether `address` is inside this network. IPv4-mapped IPv6 addresses count as IPv4, and
+    /// an IPv6 network holds an IPv4 address when it holds its mapped form, so that a network
+    /// written as `::ffff:10.0.0.0/104` holds `10.1.2.3` whichever way the client appears.
     pub fn contains(&self, address: IpAddr) -> bool {
-        let address = match address {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(address),
-            v4 => v4,
+        let address = match (self.network, address) {
+            (IpAddr::V6(_), IpAddr::V4(v4)) => IpAddr::V6(v4.to_ipv6_mapped()),
+            (IpAddr::V4(_), IpAddr::V6(v6)) => {
+                v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(address)
+            }
+            _ => address,
         };
         match (self.network, address) {
             (IpAddr::V4(net), IpAddr::V4(addr)) => {
@@ -214,6 +219,16 @@ mod tests {
         assert!(Cidr::parse("192.168.1.7")
             .unwrap()
             .contains("192.168.1.7".parse().unwrap()));
+        // Found by fuzzing (token_file target): an IPv4-mapped network held nothing, since
+        // the client's mapped address was compared as IPv4 against an IPv6 network.
+        let mapped = Cidr::parse("::ffff:10.0.0.0/104").unwrap();
+        assert!(mapped.contains("10.1.2.3".parse().unwrap()));
+        assert!(mapped.contains("::ffff:10.1.2.3".parse().unwrap()));
+        assert!(!mapped.contains("11.0.0.1".parse().unwrap()));
+        assert!(!mapped.contains("fd00::1".parse().unwrap()));
+        assert!(!Cidr::parse("fd00::/8")
+            .unwrap()
+            .contains("::ffff:10.0.0.1".parse().unwrap()));
         for bad in ["10.0.0.0/33", "nonsense", "10.0.0.0/x", "::/129", ""] {
             assert!(Cidr::parse(bad).is_err(), "{bad}");
         }

@@ -73,9 +73,13 @@ fn decode(raw_path: &str) -> Result<String, PoolPathError> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
+            // Two hex digits, as Go's unescape requires (`from_str_radix` alone would also
+            // take a sign: `%+2`).
             let hex = bytes.get(i + 1..i + 3).ok_or(PoolPathError::Malformed)?;
-            let hex = std::str::from_utf8(hex).map_err(|_| PoolPathError::Malformed)?;
-            out.push(u8::from_str_radix(hex, 16).map_err(|_| PoolPathError::Malformed)?);
+            let (Some(high), Some(low)) = (hex_digit(hex[0]), hex_digit(hex[1])) else {
+                return Err(PoolPathError::Malformed);
+            };
+            out.push((high << 4) | low);
             i += 3;
         } else {
             out.push(bytes[i]);
@@ -83,6 +87,12 @@ fn decode(raw_path: &str) -> Result<String, PoolPathError> {
         }
     }
     String::from_utf8(out).map_err(|_| PoolPathError::Malformed)
+}
+
+fn hex_digit(byte: u8) -> Option<u8> {
+    char::from(byte)
+        .to_digit(16)
+        .and_then(|digit| u8::try_from(digit).ok())
 }
 
 /// Go's `path.Base`: trailing slashes removed, then the part after the last slash.
@@ -178,6 +188,9 @@ mod tests {
             "/config/%4",
             "/config/%ff",
             "/config/%C3%28",
+            // Found by fuzzing (pool_path target): a sign was taken as part of the escape.
+            "/config/%+2fc",
+            "/config/a%-1",
         ] {
             assert_eq!(
                 pool_from_path(path),
