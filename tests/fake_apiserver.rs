@@ -3308,3 +3308,271 @@ async fn foreground_and_orphan_deletion_wait_for_a_garbage_collector() {
         }
     }
 }
+
+/// [`raw_as`] as the cluster admin.
+async fn admin_call(
+    server: &FakeApiServer,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Value,
+) -> (u16, Vec<String>, Value) {
+    let admin = server.admin_token();
+    raw_as(server, Some(&admin), method, path, content_type, &body).await
+}
+
+fn cause_fields(status: &Value) -> Vec<(String, String)> {
+    let mut causes: Vec<(String, String)> = status["details"]["causes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let t = |f: &str| c[f].as_str().unwrap_or_default().to_string();
+            (t("field"), t("reason"))
+        })
+        .collect();
+    causes.sort();
+    causes
+}
+
+/// A Node's `podCIDR` and `podCIDRs` go through the internal type (one list; `podCIDR` wins
+/// when they differ), are validated as CIDRs (one per IP family) and never change once set, nor
+/// does `providerID`; taints are validated under `metadata.taints` (ValidateNode's path); the
+/// deprecated `spec.configSource` is dropped from a new Node; conditions print an unset
+/// `lastHeartbeatTime` as null.
+#[tokio::test]
+async fn node_pod_cidrs_provider_id_taints_and_config_source_as_kubernetes_has_them() {
+    let server = FakeApiServer::start(Options::default());
+    let node = |name: &str, spec: Value| {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": spec,
+               "status": {"conditions": [{"type": "Ready", "status": "False"}]}})
+    };
+    let (code, _, created) = admin_call(
+        &server,
+        "POST",
+        "/api/v1/nodes",
+        "application/json",
+        node(
+            "n1",
+            json!({"podCIDR": "10.0.0.0/24", "podCIDRs": ["10.1.0.0/24"], "providerID": "aws:///a",
+                   "configSource": {"configMap": {"name": "x", "namespace": "y", "kubeletConfigKey": "k"}}}),
+        ),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["spec"]["podCIDRs"], json!(["10.0.0.0/24"]));
+    assert_eq!(created["spec"]["podCIDR"], "10.0.0.0/24");
+    assert!(created["spec"].get("configSource").is_none(), "{created}");
+    assert_eq!(
+        created["status"]["conditions"][0]["lastHeartbeatTime"],
+        Value::Null
+    );
+    assert!(created["status"]["conditions"][0]
+        .as_object()
+        .unwrap()
+        .contains_key("lastHeartbeatTime"));
+
+    let (code, _, only_single) = admin_call(
+        &server,
+        "POST",
+        "/api/v1/nodes",
+        "application/json",
+        node("n2", json!({"podCIDR": "10.2.0.0/24"})),
+    )
+    .await;
+    assert_eq!(code, 201);
+    assert_eq!(only_single["spec"]["podCIDRs"], json!(["10.2.0.0/24"]));
+
+    for (spec, field) in [
+        (json!({"podCIDR": "10.0.0.0"}), "spec.podCIDRs[0]"),
+        (
+            json!({"podCIDRs": ["10.0.0.0/24", "10.1.0.0/24"]}),
+            "spec.podCIDRs",
+        ),
+        (
+            json!({"taints": [{"key": "bad key", "effect": "NoSchedule"}]}),
+            "metadata.taints[0].key",
+        ),
+        (
+            json!({"taints": [{"key": "k", "effect": "Sometimes"}]}),
+            "metadata.taints[0].effect",
+        ),
+    ] {
+        let (code, _, status) = admin_call(
+            &server,
+            "POST",
+            "/api/v1/nodes",
+            "application/json",
+            node("n3", spec.clone()),
+        )
+        .await;
+        assert_eq!(code, 422, "{spec}: {status}");
+        assert_eq!(cause_fields(&status)[0].0, field, "{spec}: {status}");
+    }
+    // A dual-stack pair is fine.
+    let (code, _, status) = admin_call(
+        &server,
+        "POST",
+        "/api/v1/nodes",
+        "application/json",
+        node("n4", json!({"podCIDRs": ["10.0.0.0/24", "fd00::/64"]})),
+    )
+    .await;
+    assert_eq!(code, 201, "{status}");
+
+    for (patch, field) in [
+        (json!({"spec": {"podCIDR": "10.9.0.0/24"}}), "spec.podCIDRs"),
+        (
+            json!({"spec": {"providerID": "aws:///b"}}),
+            "spec.providerID",
+        ),
+    ] {
+        let (code, _, status) = admin_call(
+            &server,
+            "PATCH",
+            "/api/v1/nodes/n1",
+            "application/strategic-merge-patch+json",
+            patch.clone(),
+        )
+        .await;
+        assert_eq!(code, 422, "{patch}: {status}");
+        assert_eq!(
+            cause_fields(&status),
+            vec![(field.to_string(), "FieldValueForbidden".to_string())]
+        );
+    }
+    // Setting a providerID where there was none is allowed.
+    let (code, _, status) = admin_call(
+        &server,
+        "PATCH",
+        "/api/v1/nodes/n4",
+        "application/merge-patch+json",
+        json!({"spec": {"providerID": "aws:///first"}}),
+    )
+    .await;
+    assert_eq!(code, 200, "{status}");
+}
+
+/// Strategic merge patches as apimachinery applies them: merge-key lists merged item by item
+/// with a new item first (`normalizeElementOrder`), `finalizers` and owner references merged,
+/// `$deleteFromPrimitiveList`, `$patch: replace` and `delete` in a map, `$patch: delete` in a
+/// list; an unknown `$patch` is a 500.
+#[tokio::test]
+async fn strategic_merge_patch_directives_and_list_order() {
+    let server = FakeApiServer::start(Options::default());
+    let smp = "application/strategic-merge-patch+json";
+    let (code, _, _) = admin_call(
+        &server,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "c", "finalizers": ["example.com/a"]},
+               "data": {"a": "1", "b": "2"}}),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let path = "/api/v1/namespaces/default/configmaps/c";
+    let (code, warnings, cm) = admin_call(
+        &server,
+        "PATCH",
+        path,
+        smp,
+        json!({"metadata": {"finalizers": ["example.com/b"], "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Secret", "name": "s1", "uid": "6b8c3c56-0000-4000-8000-000000000011"}]}}),
+    )
+    .await;
+    assert_eq!(code, 200, "{cm}");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(
+        cm["metadata"]["finalizers"],
+        json!(["example.com/b", "example.com/a"])
+    );
+    let (_, _, cm) = admin_call(
+        &server,
+        "PATCH",
+        path,
+        smp,
+        json!({"metadata": {"ownerReferences": [
+            {"apiVersion": "v1", "kind": "Secret", "name": "s2", "uid": "6b8c3c56-0000-4000-8000-000000000012"}]}}),
+    )
+    .await;
+    let owners: Vec<&str> = cm["metadata"]["ownerReferences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(owners, ["s2", "s1"]);
+    let (code, warnings, cm) = admin_call(
+        &server,
+        "PATCH",
+        path,
+        smp,
+        json!({"metadata": {
+            "$deleteFromPrimitiveList/finalizers": ["example.com/a"],
+            "ownerReferences": [{"$patch": "delete", "uid": "6b8c3c56-0000-4000-8000-000000000011"}]},
+            "data": {"$patch": "replace", "only": "this"}}),
+    )
+    .await;
+    assert_eq!(code, 200, "{cm}");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(cm["metadata"]["finalizers"], json!(["example.com/b"]));
+    assert_eq!(
+        cm["metadata"]["ownerReferences"].as_array().unwrap().len(),
+        1
+    );
+    assert_eq!(cm["data"], json!({"only": "this"}));
+    let (code, _, status) = admin_call(
+        &server,
+        "PATCH",
+        path,
+        smp,
+        json!({"data": {"$patch": "frob"}}),
+    )
+    .await;
+    assert_eq!(code, 500, "{status}");
+    assert_eq!(
+        status["message"],
+        "unknown patch type: frob in map: map[$patch:frob]"
+    );
+
+    // A condition of a new type goes first; an updated one keeps its place.
+    let (code, _, _) = admin_call(
+        &server,
+        "POST",
+        "/api/v1/nodes",
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
+               "status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let condition_types = |node: &Value| -> Vec<String> {
+        node["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["type"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (_, _, node) = admin_call(
+        &server,
+        "PATCH",
+        "/api/v1/nodes/n/status",
+        smp,
+        json!({"status": {"conditions": [{"type": "MemoryPressure", "status": "False"}]}}),
+    )
+    .await;
+    assert_eq!(condition_types(&node), ["MemoryPressure", "Ready"]);
+    let (_, _, node) = admin_call(
+        &server,
+        "PATCH",
+        "/api/v1/nodes/n/status",
+        smp,
+        json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+    )
+    .await;
+    assert_eq!(condition_types(&node), ["MemoryPressure", "Ready"]);
+    assert_eq!(node["status"]["conditions"][1]["status"], "True");
+}

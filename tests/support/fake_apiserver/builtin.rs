@@ -127,7 +127,7 @@ static KINDS: &[Kind] = &[
         field_labels: &[("metadata.name", ""), ("spec.unschedulable", "false")],
         returns_deleted_object: false,
         defaults: node_defaults,
-        prepare_create: none,
+        prepare_create: node_prepare_create,
         validate: validate_node,
         validate_update: validate_node_update,
         admit_create: taint_not_ready,
@@ -506,8 +506,9 @@ fn node_shape() -> Value {
         vec![
             ("type", string()),
             ("status", string()),
-            ("lastHeartbeatTime", omit(time())),
-            ("lastTransitionTime", omit(time())),
+            // metav1.Time structs: `omitempty` never leaves them out, unset prints null.
+            ("lastHeartbeatTime", time()),
+            ("lastTransitionTime", time()),
             ("reason", omit(string())),
             ("message", omit(string())),
         ],
@@ -1178,7 +1179,11 @@ fn encode_value(value: Option<&Value>, schema: &Value, encoding: Encoding) -> Op
         Encoding::Json if omitempty && !is_struct && is_zero(&printed) => None,
         Encoding::Json => Some(printed),
         // The unstructured converter leaves out the same zero values (structs never), and
-        // structured-merge-diff ignores nulls.
+        // structured-merge-diff ignores nulls, except a zero metav1.Time struct, which the
+        // converter keeps as a null (a new list item sent with one owns it).
+        Encoding::FieldManager if printed.is_null() && matches!(go, Some("Time" | "MicroTime")) => {
+            Some(printed)
+        }
         Encoding::FieldManager if printed.is_null() => None,
         Encoding::FieldManager if omitempty && !is_struct && is_zero(&printed) => None,
         Encoding::FieldManager => Some(printed),
@@ -1192,6 +1197,42 @@ fn node_defaults(node: &mut Value) {
     if let Some(capacity) = node["status"].get("capacity").cloned() {
         if node["status"].get("allocatable").is_none_or(Value::is_null) {
             node["status"]["allocatable"] = capacity;
+        }
+    }
+    node_pod_cidrs(node);
+}
+
+/// The v1 -> internal -> v1 round trip of a decoded Node: the internal type has only
+/// `podCIDRs`; `podCIDR` is authoritative when both are set and differ, fills an empty
+/// `podCIDRs`, and is printed back as `podCIDRs[0]`.
+fn node_pod_cidrs(node: &mut Value) {
+    let Some(spec) = node.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let single = spec
+        .get("podCIDR")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let first = spec
+        .get("podCIDRs")
+        .and_then(Value::as_array)
+        .and_then(|l| l.first())
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if !single.is_empty() && first.as_deref() != Some(single.as_str()) {
+        spec.insert("podCIDRs".into(), json!([single]));
+    } else if let Some(first) = first {
+        spec.insert("podCIDR".into(), json!(first));
+    }
+}
+
+/// `nodeStrategy.PrepareForCreate`: the deprecated `spec.configSource` and `status.config`
+/// are dropped from a new Node.
+fn node_prepare_create(node: &mut Value) {
+    for (part, field) in [("spec", "configSource"), ("status", "config")] {
+        if let Some(map) = node.get_mut(part).and_then(Value::as_object_mut) {
+            map.remove(field);
         }
     }
 }
@@ -1366,13 +1407,92 @@ fn binding_defaults(binding: &mut Value) {
 fn validate_node(node: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_create(&node["metadata"], false, NameRule::DnsSubdomain);
     errs.extend(node_taints(node));
+    errs.extend(node_pod_cidr_values(node));
     errs
 }
 
 fn validate_node_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let mut errs = meta_update(new, old);
+    let cidrs = |node: &Value| -> Vec<Value> {
+        node["spec"]["podCIDRs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    // Only the controller manager's first assignment (from none) is allowed.
+    let (old_cidrs, new_cidrs) = (cidrs(old), cidrs(new));
+    if !old_cidrs.is_empty() {
+        let changed = if old_cidrs.len() != new_cidrs.len() {
+            1
+        } else {
+            old_cidrs
+                .iter()
+                .zip(&new_cidrs)
+                .filter(|(a, b)| a != b)
+                .count()
+        };
+        for _ in 0..changed {
+            errs.push(FieldError::forbidden(
+                "spec.podCIDRs",
+                "node updates may not change podCIDR except from \"\" to valid",
+            ));
+        }
+    }
+    let old_provider = field_text(old, "spec", "providerID");
+    if !old_provider.is_empty() && old_provider != field_text(new, "spec", "providerID") {
+        errs.push(FieldError::forbidden(
+            "spec.providerID",
+            "node updates may not change providerID except from \"\" to valid",
+        ));
+    }
     errs.extend(node_taints(new));
     errs
+}
+
+fn field_text<'a>(object: &'a Value, part: &str, field: &str) -> &'a str {
+    object[part][field].as_str().unwrap_or_default()
+}
+
+/// `ValidateNode` on `spec.podCIDRs`: each a CIDR, and more than one only as a dual-stack pair.
+fn node_pod_cidr_values(node: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let cidrs: Vec<&str> = node["spec"]["podCIDRs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| v.as_str().unwrap_or_default())
+        .collect();
+    let mut families = Vec::new();
+    for (i, cidr) in cidrs.iter().enumerate() {
+        match parse_cidr(cidr) {
+            Some(v6) => families.push(v6),
+            None => errs.push(FieldError::invalid(
+                &format!("spec.podCIDRs[{i}]"),
+                BadValue::Str(cidr.to_string()),
+                "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+            )),
+        }
+    }
+    let dual_stack = families.len() == 2 && families[0] != families[1];
+    if cidrs.len() > 1 && (!dual_stack || cidrs.len() > 2) {
+        errs.push(FieldError::invalid(
+            "spec.podCIDRs",
+            BadValue::Printed(json!(cidrs).to_string()),
+            "may specify no more than one CIDR for each IP family",
+        ));
+    }
+    errs
+}
+
+/// Whether `text` is a CIDR (`address/prefix`): `Some(true)` for IPv6, `Some(false)` for IPv4.
+fn parse_cidr(text: &str) -> Option<bool> {
+    let (address, prefix) = text.split_once('/')?;
+    let prefix: u8 = prefix.parse().ok()?;
+    match address.parse::<std::net::IpAddr>().ok()? {
+        std::net::IpAddr::V4(_) if prefix <= 32 => Some(false),
+        std::net::IpAddr::V6(_) if prefix <= 128 => Some(true),
+        _ => None,
+    }
 }
 
 fn node_taints(node: &Value) -> Vec<FieldError> {
@@ -1384,7 +1504,8 @@ fn node_taints(node: &Value) -> Vec<FieldError> {
         .flatten()
         .enumerate()
     {
-        let path = format!("spec.taints[{i}]");
+        // ValidateNode validates the taints under `metadata` (its field path), not `spec`.
+        let path = format!("metadata.taints[{i}]");
         let key = taint["key"].as_str().unwrap_or_default();
         for msg in meta::label_key(key) {
             errs.push(FieldError::invalid(

@@ -20,6 +20,7 @@
 //! - `builtin.rs`: built-in kinds as their Go types (decode errors, zero values, `omitempty`,
 //!   `Time`/`MicroTime`), defaults, strategies, validation and admission.
 //! - `gotime.rs`: Go's time parsing and its error texts.
+//! - `strategic.rs`: strategic merge patches (directives, merge keys, list order).
 //! - `apply.rs`: managedFields as Kubernetes records them (per manager, operation, subresource,
 //!   and apiVersion for `Update`; Compare-based ownership of non-apply writes; request
 //!   managedFields used, reset or ignored as `decodeLiveOrNew` does), server-side apply with
@@ -62,8 +63,8 @@
 //! `Terminating`, Services get no cluster IP), admission is NamespaceLifecycle and
 //! TaintNodesByCondition only, RBAC knows no aggregation and no escalation checks, no CEL cost
 //! budgets (see `cel.rs`), lists are not snapshots (later pages show current objects),
-//! strategic merge patches merge lists by their map keys without other directives than
-//! `$patch: delete`, quantities are not canonicalized. Field management: no cap of ten
+//! strategic merge patches do not apply `$setElementOrder` or `$retainKeys` (see
+//! `strategic.rs`), quantities are not canonicalized. Field management: no cap of ten
 //! `Update` managers (`ancient-changes`), no last-applied annotation handling, metadata other
 //! than labels/annotations/finalizers/ownerReferences is not owned by appliers, an apply to a
 //! built-in's `/status` applies only `.status`, a list-map item without its keys makes the list
@@ -84,6 +85,7 @@ mod schema;
 mod selectors;
 mod status;
 mod store;
+mod strategic;
 mod watch;
 
 use std::net::SocketAddr;

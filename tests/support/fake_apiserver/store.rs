@@ -25,6 +25,7 @@ use super::registry::{ResourceDef, ResourceId};
 use super::schema;
 use super::selectors::Selectors;
 use super::status::{causes_of, go_quote, ApiError, BadValue, Cause, FieldError};
+use super::strategic;
 
 /// What happened to an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -729,7 +730,7 @@ impl Store {
                     json_patch::merge(&mut patched, &patch);
                 } else {
                     let shape = def.builtin.map(|k| k.shape());
-                    strategic_merge(&mut patched, &patch, shape);
+                    strategic::apply(&mut patched, &patch, shape)?;
                 }
             }
             PatchType::Json => {
@@ -1660,76 +1661,6 @@ fn same_content(old: &Value, new: &Value) -> bool {
         v
     };
     strip(old) == strip(new)
-}
-
-/// A strategic merge patch as far as the built-in kinds here need it: a JSON merge patch in
-/// which lists with merge keys (the shape's list-map keys) merge item by item, and `$patch:
-/// delete` items are removed.
-fn strategic_merge(target: &mut Value, patch: &Value, shape: Option<&Value>) {
-    let Value::Object(patch_map) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = json!({});
-    }
-    let Value::Object(target_map) = target else {
-        return;
-    };
-    for (key, value) in patch_map {
-        let child_shape = shape
-            .and_then(|s| s.get("properties"))
-            .and_then(|p| p.get(key))
-            .or_else(|| shape.and_then(|s| s.get("additionalProperties")));
-        if value.is_null() {
-            target_map.remove(key);
-            continue;
-        }
-        let keys: Vec<String> = child_shape
-            .filter(|s| s["x-kubernetes-list-type"] == "map")
-            .and_then(|s| s["x-kubernetes-list-map-keys"].as_array())
-            .map(|k| {
-                k.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
-        match (value, target_map.get_mut(key)) {
-            (Value::Array(items), Some(Value::Array(existing))) if !keys.is_empty() => {
-                let item_shape = child_shape.and_then(|s| s.get("items"));
-                for item in items {
-                    let matches = |e: &Value| keys.iter().all(|k| e.get(k) == item.get(k));
-                    let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
-                    match existing.iter().position(matches) {
-                        Some(i) if delete => {
-                            existing.remove(i);
-                        }
-                        Some(i) => strategic_merge(&mut existing[i], item, item_shape),
-                        None if delete => {}
-                        None => existing.push(item.clone()),
-                    }
-                }
-            }
-            (Value::Object(_), Some(existing @ Value::Object(_))) => {
-                strategic_merge(existing, value, child_shape)
-            }
-            (other, _) => {
-                let mut cleaned = other.clone();
-                strip_nulls(&mut cleaned);
-                target_map.insert(key.clone(), cleaned);
-            }
-        }
-    }
-}
-
-fn strip_nulls(value: &mut Value) {
-    if let Value::Object(map) = value {
-        map.retain(|_, v| !v.is_null());
-        for child in map.values_mut() {
-            strip_nulls(child);
-        }
-    }
 }
 
 fn list_json(
