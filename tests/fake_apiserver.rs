@@ -3576,3 +3576,60 @@ async fn strategic_merge_patch_directives_and_list_order() {
     assert_eq!(condition_types(&node), ["MemoryPressure", "Ready"]);
     assert_eq!(node["status"]["conditions"][1]["status"], "True");
 }
+
+/// JSON patches follow evanphx/json-patch v4 as kube-apiserver does: `replace` of a missing
+/// key adds it, a path without its leading `/` loses its first segment, `test` compares,
+/// `remove` of a missing key and a failed `test` are 422s; `move` and `copy` work.
+#[tokio::test]
+async fn json_patches_follow_json_patch_v4() {
+    let server = FakeApiServer::start(Options::default());
+    let jp = "application/json-patch+json";
+    let (code, _, _) = admin_call(
+        &server,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+               "data": {"a": "1"}}),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let path = "/api/v1/namespaces/default/configmaps/c";
+    let (code, _, cm) = admin_call(
+        &server,
+        "PATCH",
+        path,
+        jp,
+        json!([{"op": "test", "path": "/data/a", "value": "1"},
+               {"op": "replace", "path": "/data/new", "value": "2"},
+               {"op": "copy", "from": "/data/a", "path": "/data/copied"},
+               {"op": "move", "from": "/data/new", "path": "/data/moved"}]),
+    )
+    .await;
+    assert_eq!(code, 200, "{cm}");
+    assert_eq!(cm["data"], json!({"a": "1", "copied": "1", "moved": "2"}));
+    // `data/b` names the top-level `b` (an unknown field), not `data.b`.
+    let (code, warnings, cm) = admin_call(
+        &server,
+        "PATCH",
+        path,
+        jp,
+        json!([{"op": "add", "path": "data/b", "value": "3"}]),
+    )
+    .await;
+    assert_eq!(code, 200, "{cm}");
+    assert_eq!(cm["data"], json!({"a": "1", "copied": "1", "moved": "2"}));
+    assert_eq!(
+        warnings,
+        vec!["299 - \"unknown field \\\"b\\\"\"".to_string()]
+    );
+    for failing in [
+        json!([{"op": "test", "path": "/data/a", "value": "2"}]),
+        json!([{"op": "remove", "path": "/data/missing"}]),
+        json!([{"op": "add", "path": "/nothere/x", "value": 1}]),
+        json!([{"op": "frob", "path": "/data/a"}]),
+    ] {
+        let (code, _, status) = admin_call(&server, "PATCH", path, jp, failing.clone()).await;
+        assert_eq!(code, 422, "{failing}: {status}");
+    }
+}

@@ -20,6 +20,7 @@
 //! - `builtin.rs`: built-in kinds as their Go types (decode errors, zero values, `omitempty`,
 //!   `Time`/`MicroTime`), defaults, strategies, validation and admission.
 //! - `gotime.rs`: Go's time parsing and its error texts.
+//! - `jsonpatch.rs`: JSON patches with evanphx/json-patch v4's rules.
 //! - `strategic.rs`: strategic merge patches (directives, merge keys, list order).
 //! - `apply.rs`: managedFields as Kubernetes records them (per manager, operation, subresource,
 //!   and apiVersion for `Update`; Compare-based ownership of non-apply writes; request
@@ -79,6 +80,7 @@ mod builtin;
 pub mod cel;
 pub mod gotime;
 mod http;
+mod jsonpatch;
 pub mod meta;
 mod registry;
 mod schema;

@@ -20,6 +20,7 @@ use tokio::sync::broadcast;
 
 use super::apply;
 use super::builtin::{self, Encoding};
+use super::jsonpatch;
 use super::meta::{self, NameRule};
 use super::registry::{ResourceDef, ResourceId};
 use super::schema;
@@ -742,11 +743,7 @@ impl Store {
                             "json: cannot unmarshal into Go value of type jsonpatch.Patch: {e}"
                         ))
                     })?;
-                let patch: json_patch::Patch = serde_json::from_value(Value::Array(
-                    operations.into_iter().map(Value::Object).collect(),
-                ))
-                .map_err(|_| ApiError::generic(422))?;
-                json_patch::patch(&mut patched, &patch).map_err(|_| ApiError::generic(422))?;
+                jsonpatch::apply(&mut patched, &operations).map_err(|_| ApiError::generic(422))?;
             }
         }
         let (object, warnings) = decode(def, patched, params)?;
