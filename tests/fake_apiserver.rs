@@ -3633,3 +3633,133 @@ async fn json_patches_follow_json_patch_v4() {
         assert_eq!(code, 422, "{failing}: {status}");
     }
 }
+
+/// How bodies of the wrong type fail: a custom resource needs `kind` (400, also for an
+/// apply), another `kind` is the validator's 422 on `kind`, a patch changing `apiVersion` a 422
+/// on `apiVersion` (a PUT's a 400); a patched object that does not decode (bad base64,
+/// strict unknown fields) is the patcher's 422 on `patch`; a resourceVersion that is no
+/// number is strconv's plain 500.
+#[tokio::test]
+async fn bodies_of_the_wrong_type_fail_as_kubernetes_fails_them() {
+    let server = FakeApiServer::start(Options::default());
+    let pools = "/apis/machineconfiguration.openshift.io/v1/machineconfigpools";
+    let api_version = "machineconfiguration.openshift.io/v1";
+    let (code, _, status) = admin_call(
+        &server,
+        "POST",
+        pools,
+        "application/json",
+        json!({"metadata": {"name": "p"}}),
+    )
+    .await;
+    assert_eq!((code, status["reason"].as_str()), (400, Some("BadRequest")));
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("Object 'Kind' is missing"),
+        "{status}"
+    );
+    let (code, _, status) = admin_call(
+        &server,
+        "POST",
+        pools,
+        "application/json",
+        json!({"apiVersion": api_version, "kind": "MachineConfig", "metadata": {"name": "p"}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        cause_fields(&status),
+        [("kind".to_string(), "FieldValueInvalid".to_string())]
+    );
+    let (code, _, status) = admin_call(
+        &server,
+        "PATCH",
+        &format!("{pools}/p?fieldManager=m"),
+        "application/apply-patch+yaml",
+        json!({"apiVersion": api_version, "metadata": {"name": "p"}}),
+    )
+    .await;
+    assert_eq!(code, 400, "{status}");
+    let (code, _, _) = admin_call(
+        &server,
+        "POST",
+        pools,
+        "application/json",
+        serde_json::to_value(pool("p", "rendered-p")).unwrap(),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let (code, _, status) = admin_call(
+        &server,
+        "PATCH",
+        &format!("{pools}/p"),
+        "application/merge-patch+json",
+        json!({"apiVersion": "machineconfiguration.openshift.io/v2"}),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        cause_fields(&status),
+        [("apiVersion".to_string(), "FieldValueInvalid".to_string())]
+    );
+    let (code, _, status) = admin_call(
+        &server,
+        "PUT",
+        &format!("{pools}/p"),
+        "application/json",
+        json!({"apiVersion": "machineconfiguration.openshift.io/v2", "kind": "MachineConfigPool",
+               "metadata": {"name": "p"}}),
+    )
+    .await;
+    assert_eq!(code, 400, "{status}");
+    let (code, _, status) = admin_call(
+        &server,
+        "PUT",
+        &format!("{pools}/p"),
+        "application/json",
+        json!({"apiVersion": api_version, "kind": "MachineConfigPool",
+               "metadata": {"name": "p", "resourceVersion": "abc"}}),
+    )
+    .await;
+    assert_eq!(code, 500, "{status}");
+    assert_eq!(
+        status["message"],
+        "strconv.ParseUint: parsing \"abc\": invalid syntax"
+    );
+
+    let (code, _, _) = admin_call(
+        &server,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}),
+    )
+    .await;
+    assert_eq!(code, 201);
+    for (content_type, patch) in [
+        (
+            "application/merge-patch+json",
+            json!({"binaryData": {"bad": "%%%"}}),
+        ),
+        (
+            "application/strategic-merge-patch+json",
+            json!({"bogus": 1}),
+        ),
+    ] {
+        let (code, _, status) = admin_call(
+            &server,
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/c?fieldValidation=Strict",
+            content_type,
+            patch.clone(),
+        )
+        .await;
+        assert_eq!(code, 422, "{patch}: {status}");
+        assert_eq!(
+            cause_fields(&status),
+            [("patch".to_string(), "FieldValueInvalid".to_string())]
+        );
+    }
+}

@@ -570,21 +570,8 @@ impl Store {
             .unwrap_or_default()
             .to_string();
         match parse_resource_version(&sent) {
-            Err(message) => {
-                return Err(ApiError::invalid_in(
-                    &def.group,
-                    &def.plural,
-                    &target.name,
-                    &[
-                        FieldError::invalid(
-                            "resourceVersion",
-                            BadValue::Str(sent.clone()),
-                            message,
-                        )
-                        .to_cause(),
-                    ],
-                ))
-            }
+            // `ObjectResourceVersion` parses it with strconv: a plain 500.
+            Err(message) => return Err(ApiError::plain(message)),
             Ok(0) if def.builtin.is_some_and(|k| k.unconditional_update) || !def.is_custom() => {
                 new["metadata"]["resourceVersion"] = json!(current);
             }
@@ -746,7 +733,18 @@ impl Store {
                 jsonpatch::apply(&mut patched, &operations).map_err(|_| ApiError::generic(422))?;
             }
         }
-        let (object, warnings) = decode(def, patched, params)?;
+        let printed = match patch_type {
+            // The strategic patcher reports the patch as Go prints the decoded map.
+            PatchType::Strategic => serde_json::from_slice::<Value>(body)
+                .map(|p| go_value(&p))
+                .unwrap_or_default(),
+            _ => patched.to_string(),
+        };
+        if def.is_custom() {
+            check_patched_version(def, &patched)?;
+        }
+        let (object, warnings) =
+            decode(def, patched, params).map_err(|e| undecodable_patch(e, printed))?;
         check_name(target, &object)?;
         let new = manage_update(def, Some(&old), object, &params.manager(), scope);
         self.update_stages(def, target, old, new, scope, params, warnings)
@@ -779,6 +777,13 @@ impl Store {
             })?;
         let config: Value = serde_yaml::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+        if def.is_custom() && config["kind"].as_str().unwrap_or_default().is_empty() {
+            // The apply configuration's type is taken from the body.
+            return Err(ApiError::bad_request(format!(
+                "invalid object type: {}, Kind=",
+                def.api_version()
+            )));
+        }
         let config = check_body(def, config)?;
         if config["metadata"]
             .get("managedFields")
@@ -1150,6 +1155,9 @@ fn check_body(def: &ResourceDef, mut body: Value) -> Result<Value, ApiError> {
         ));
     };
     let api_version = def.api_version();
+    if def.is_custom() {
+        check_custom_type(def, map)?;
+    }
     match map.get("apiVersion").and_then(Value::as_str) {
         None | Some("") => {
             map.insert("apiVersion".into(), json!(api_version));
@@ -1190,6 +1198,107 @@ fn check_body(def: &ResourceDef, mut body: Value) -> Result<Value, ApiError> {
         }
     }
     Ok(body)
+}
+
+/// The type of a custom resource's body: unlike a built-in kind's decoder, the unstructured
+/// one needs `kind` (400, the body quoted); a `kind` other than the resource's is the custom
+/// resource validator's 422.
+fn check_custom_type(def: &ResourceDef, map: &Map<String, Value>) -> Result<(), ApiError> {
+    let name = map
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match map.get("kind").and_then(Value::as_str) {
+        None | Some("") => {
+            let body = Value::Object(map.clone()).to_string();
+            let mut short: String = body.chars().take(30).collect();
+            if short.len() < body.len() {
+                short.push_str(" ...");
+            }
+            return Err(ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {}): Object 'Kind' is missing in '{body}' ({short})",
+                def.kind
+            )));
+        }
+        Some(kind) if kind != def.kind => {
+            return Err(ApiError::invalid_in(
+                &def.group,
+                kind,
+                name,
+                &[FieldError::invalid(
+                    "kind",
+                    BadValue::Str(kind.to_string()),
+                    format!("must be {}", def.kind),
+                )
+                .to_cause()],
+            ))
+        }
+        Some(_) => {}
+    }
+    Ok(())
+}
+
+/// A patch of a custom resource that changes its `apiVersion`: the patched object is not
+/// decoded against the URL's version, the custom resource validator refuses it (422).
+fn check_patched_version(def: &ResourceDef, object: &Value) -> Result<(), ApiError> {
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let api_version = def.api_version();
+    match object.get("apiVersion").and_then(Value::as_str) {
+        Some(v) if !v.is_empty() && v != api_version => Err(ApiError::invalid_in(
+            &def.group,
+            &def.kind,
+            name,
+            &[FieldError::invalid(
+                "apiVersion",
+                BadValue::Str(v.to_string()),
+                format!("must be {api_version}"),
+            )
+            .to_cause()],
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A patched object that does not decode (a type error, a strict-decoding error) is the
+/// patcher's 422 on the field `patch`, its value the patched object (or the strategic patch).
+fn undecodable_patch(err: ApiError, printed: String) -> ApiError {
+    if err.code != 400 {
+        return err;
+    }
+    let why = err
+        .message
+        .split_once(": ")
+        .filter(|(head, _)| head.contains(" cannot be handled as a "))
+        .map_or(err.message.as_str(), |(_, why)| why);
+    ApiError::invalid_in(
+        "",
+        "",
+        "",
+        &[FieldError::invalid("patch", BadValue::Str(printed), why.to_string()).to_cause()],
+    )
+}
+
+/// Go's `%v` of a decoded JSON value (`map[k:v ...]` with sorted keys, `[a b]`).
+fn go_value(value: &Value) -> String {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let items: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{k}:{}", go_value(&map[k])))
+                .collect();
+            format!("map[{}]", items.join(" "))
+        }
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(go_value).collect::<Vec<_>>().join(" ")
+        ),
+        Value::String(s) => s.clone(),
+        Value::Null => "<nil>".into(),
+        other => other.to_string(),
+    }
 }
 
 fn json_kind(value: &Value) -> &'static str {
