@@ -1304,7 +1304,8 @@ async fn malformed_requests_get_status_errors_and_never_crash() {
             "",
             400,
         ),
-        ("GET", format!("{cm}?limit=-1"), json_ct, "", 400),
+        // A limit that is not an int64 (a negative one is no limit: see the list test).
+        ("GET", format!("{cm}?limit=x"), json_ct, "", 400),
         ("GET", format!("{cm}?resourceVersion=abc"), json_ct, "", 400),
         (
             "GET",
@@ -3760,6 +3761,122 @@ async fn bodies_of_the_wrong_type_fail_as_kubernetes_fails_them() {
         assert_eq!(
             cause_fields(&status),
             [("patch".to_string(), "FieldValueInvalid".to_string())]
+        );
+    }
+}
+
+fn item_names(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no items: {list}"))
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Lists as kube-apiserver serves them: in etcd's key order (`<namespace>/<name>` as one
+/// string, so `a-b/x` before `a/x`); a page with selectors has no `remainingItemCount` and
+/// continues whenever more keys follow; a continued list and `resourceVersionMatch=Exact`
+/// are snapshots at their revision; `resourceVersion=0` ignores the limit; a limit of zero or
+/// less is none; `ListOptions` are validated (422); `k>n` selects integer labels.
+#[tokio::test]
+async fn lists_follow_key_order_snapshots_and_list_options() {
+    let server = FakeApiServer::start(Options::default());
+    create_namespaces(&server, &["ns", "ns-b"]);
+    let cm = |ns: &str, name: &str, labels: Value| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": ns, "labels": labels}})
+    };
+    for (ns, name, labels) in [
+        ("ns", "c0", json!({"app": "a", "tier": "1"})),
+        ("ns", "c1", json!({})),
+        ("ns", "c2", json!({"app": "a", "tier": "3"})),
+        ("ns-b", "c3", json!({"app": "a"})),
+    ] {
+        server.create(&cm(ns, name, labels)).unwrap();
+    }
+    let get = |query: String| {
+        let server = &server;
+        async move {
+            admin_call(
+                server,
+                "GET",
+                &format!("/api/v1/configmaps?{query}"),
+                "application/json",
+                Value::Null,
+            )
+            .await
+        }
+    };
+    let (_, _, all) = get("labelSelector=app".into()).await;
+    assert_eq!(item_names(&all), ["c3", "c0", "c2"]);
+    let (_, _, tier) = get("labelSelector=tier%3E2".into()).await;
+    assert_eq!(item_names(&tier), ["c2"]);
+
+    let (_, _, page) = get("labelSelector=app&limit=2".into()).await;
+    assert_eq!(item_names(&page), ["c3", "c0"]);
+    assert!(
+        page["metadata"].get("remainingItemCount").is_none(),
+        "{page}"
+    );
+    let token = page["metadata"]["continue"].as_str().unwrap().to_string();
+    // A change after the first page is not in the rest of the list.
+    server
+        .merge_patch(
+            "ConfigMap",
+            Some("ns"),
+            "c2",
+            &json!({"metadata": {"labels": {"changed": "yes"}}}),
+        )
+        .unwrap();
+    let (_, _, rest) = get(format!("labelSelector=app&limit=2&continue={token}")).await;
+    assert_eq!(item_names(&rest), ["c2"]);
+    assert!(rest["items"][0]["metadata"]["labels"]
+        .get("changed")
+        .is_none());
+    // c1 follows c0 without matching: the page of one continues.
+    let (_, _, one) = get("labelSelector=tier%3D1&limit=1".into()).await;
+    assert_eq!(item_names(&one), ["c0"]);
+    assert!(one["metadata"]["continue"]
+        .as_str()
+        .is_some_and(|c| !c.is_empty()));
+    let (_, _, unselected) = get("limit=1".into()).await;
+    assert_eq!(unselected["metadata"]["remainingItemCount"], 3);
+
+    let (_, _, cached) = get("labelSelector=app&limit=1&resourceVersion=0".into()).await;
+    assert_eq!(item_names(&cached).len(), 3);
+    assert!(cached["metadata"].get("continue").is_none(), "{cached}");
+    let (code, _, unlimited) = get("limit=-1".into()).await;
+    assert_eq!((code, item_names(&unlimited).len()), (200, 4));
+
+    let c0_version = all["items"][1]["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, _, exact) = get(format!(
+        "resourceVersion={c0_version}&resourceVersionMatch=Exact"
+    ))
+    .await;
+    assert_eq!(code, 200, "{exact}");
+    assert_eq!(item_names(&exact), ["c0"]);
+    assert_eq!(exact["metadata"]["resourceVersion"], c0_version);
+
+    for (query, field) in [
+        ("resourceVersionMatch=NotOlderThan", "FieldValueForbidden"),
+        (
+            "resourceVersion=0&resourceVersionMatch=Newest",
+            "FieldValueNotSupported",
+        ),
+        (
+            "resourceVersion=0&resourceVersionMatch=Exact",
+            "FieldValueForbidden",
+        ),
+    ] {
+        let (code, _, status) = get(query.into()).await;
+        assert_eq!(code, 422, "{query}: {status}");
+        assert_eq!(
+            cause_fields(&status),
+            [("resourceVersionMatch".to_string(), field.to_string())]
         );
     }
 }

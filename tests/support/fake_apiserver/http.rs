@@ -505,11 +505,16 @@ async fn resource_request(
         "list" if path.subresource.is_none() => {
             let params = ListParams {
                 selectors: selectors(&def, query)?,
+                // `ListOptions.Limit` is an int64; zero or less means no limit.
                 limit: match query.get("limit").filter(|l| !l.is_empty()) {
-                    Some(l) => Some(
-                        l.parse()
-                            .map_err(|_| ApiError::bad_request(format!("invalid limit: {l:?}")))?,
-                    ),
+                    Some(l) => usize::try_from(l.parse::<i64>().map_err(|_| {
+                        ApiError::bad_request(format!(
+                            "strconv.ParseInt: parsing {}: invalid syntax",
+                            go_quote(l)
+                        ))
+                    })?)
+                    .ok()
+                    .filter(|l| *l > 0),
                     None => None,
                 },
                 continue_token: query.get("continue").cloned(),

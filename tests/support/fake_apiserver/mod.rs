@@ -63,7 +63,7 @@
 //! as extra resources are stored as sent), no controllers (a deleted Namespace stays
 //! `Terminating`, Services get no cluster IP), admission is NamespaceLifecycle and
 //! TaintNodesByCondition only, RBAC knows no aggregation and no escalation checks, no CEL cost
-//! budgets (see `cel.rs`), lists are not snapshots (later pages show current objects),
+//! budgets (see `cel.rs`), 
 //! strategic merge patches do not apply `$setElementOrder` or `$retainKeys` (see
 //! `strategic.rs`), quantities are not canonicalized. Field management: no cap of ten
 //! `Update` managers (`ancient-changes`), no last-applied annotation handling, metadata other

@@ -1,7 +1,7 @@
 //! Label and field selectors for LIST and WATCH, parsed from query strings.
 //!
 //! Owns the selector grammar (a practical subset of Kubernetes': `k=v`, `k==v`, `k!=v`, `k`,
-//! `!k`, `k in (a,b)`, `k notin (a,b)` for labels; for fields `=`, `==`, `!=` on the labels the
+//! `!k`, `k in (a,b)`, `k notin (a,b)`, `k>n`, `k<n` for labels; for fields `=`, `==`, `!=` on the labels the
 //! resource supports, others a 400 `field label not supported`) and matching objects against
 //! it. Pure: no I/O, no store.
 
@@ -17,6 +17,9 @@ enum LabelRequirement {
     NotIn(String, Vec<String>),
     Exists(String),
     DoesNotExist(String),
+    /// `k>n`, `k<n`: the label is an integer greater (less) than `n`.
+    GreaterThan(String, i64),
+    LessThan(String, i64),
 }
 
 /// A parsed `labelSelector`; the empty selector matches everything.
@@ -50,6 +53,12 @@ impl LabelSelector {
             LabelRequirement::NotIn(k, vs) => !label(k).is_some_and(|l| vs.iter().any(|v| v == l)),
             LabelRequirement::Exists(k) => label(k).is_some(),
             LabelRequirement::DoesNotExist(k) => label(k).is_none(),
+            LabelRequirement::GreaterThan(k, n) => label(k)
+                .and_then(|l| l.parse::<i64>().ok())
+                .is_some_and(|l| l > *n),
+            LabelRequirement::LessThan(k, n) => label(k)
+                .and_then(|l| l.parse::<i64>().ok())
+                .is_some_and(|l| l < *n),
         })
     }
 }
@@ -102,6 +111,18 @@ fn parse_requirement(part: &str) -> Option<LabelRequirement> {
     }
     if let Some((key, rest)) = part.split_once('=') {
         return equality(key, rest).map(|(k, v)| LabelRequirement::Equals(k, v));
+    }
+    for (operator, make) in [
+        (
+            '>',
+            LabelRequirement::GreaterThan as fn(String, i64) -> LabelRequirement,
+        ),
+        ('<', LabelRequirement::LessThan),
+    ] {
+        if let Some((key, rest)) = part.split_once(operator) {
+            let (key, value) = (key.trim(), rest.trim().parse::<i64>().ok()?);
+            return valid_key(key).then(|| make(key.to_string(), value));
+        }
     }
     let words: Vec<&str> = part.splitn(2, char::is_whitespace).collect();
     if words.len() == 2 {
@@ -207,6 +228,11 @@ pub struct Selectors {
 }
 
 impl Selectors {
+    /// Whether neither selector has a requirement.
+    pub fn is_empty(&self) -> bool {
+        self.labels.0.is_empty() && self.fields.0.is_empty()
+    }
+
     pub fn matches(&self, object: &Value) -> bool {
         self.labels.matches(object) && self.fields.matches(object)
     }

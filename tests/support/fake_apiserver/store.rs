@@ -244,6 +244,8 @@ impl Store {
         namespace: Option<&str>,
         params: &ListParams,
     ) -> Result<Value, ApiError> {
+        check_list_options(params)?;
+        let from_cache = params.resource_version.as_deref() == Some("0");
         let (list_revision, start_after) = match params.continue_token.as_deref() {
             Some(token) if !token.is_empty() => {
                 let (rv, key) = decode_continue(token)?;
@@ -254,24 +256,35 @@ impl Store {
                 }
                 (rv, Some(key))
             }
-            _ => {
-                self.check_list_version(params)?;
-                (self.revision, None)
-            }
+            _ => (self.list_version(params)?, None),
         };
-        let mut matching = self.objects[id]
+        // A list at an older revision (a continued list, `Exact`) is a snapshot of it.
+        let snapshot = self.objects_at(id, list_revision);
+        // etcd's key order: `<namespace>/<name>` as one string.
+        let mut keyed: Vec<(String, &ObjectKey, &Value)> = snapshot
             .iter()
             .filter(|((ns, _), _)| namespace.is_none_or(|want| want == ns))
-            .filter(|(key, _)| start_after.as_ref().is_none_or(|after| *key > after))
-            .filter(|(_, obj)| params.selectors.matches(obj));
+            .map(|(key, obj)| (storage_key(key), key, obj))
+            .filter(|(k, _, _)| {
+                start_after
+                    .as_ref()
+                    .is_none_or(|after| k > &storage_key(after))
+            })
+            .collect();
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        // The watch cache serves resourceVersion=0 whole, whatever the limit.
+        let limit = params.limit.filter(|_| !from_cache);
         let mut items = Vec::new();
-        let mut last_key = None;
-        let limit = params.limit.filter(|l| *l > 0);
-        for (key, obj) in matching.by_ref() {
-            if limit.is_some_and(|l| items.len() >= l) {
-                // One more exists: the page is full and the list continues after `last_key`.
-                let remaining = 1 + matching.count();
-                let token = encode_continue(list_revision, last_key.unwrap_or(key));
+        for (i, (_, key, obj)) in keyed.iter().enumerate() {
+            if !params.selectors.matches(obj) {
+                continue;
+            }
+            items.push((*obj).clone());
+            if limit.is_some_and(|l| items.len() >= l) && i + 1 < keyed.len() {
+                // The page is full and more keys follow (matching or not): the list continues
+                // after this one; how many remain is only known without selectors.
+                let remaining = params.selectors.is_empty().then_some(keyed.len() - i - 1);
+                let token = encode_continue(list_revision, key);
                 return Ok(list_json(
                     def,
                     list_revision,
@@ -279,51 +292,71 @@ impl Store {
                     Some((token, remaining)),
                 ));
             }
-            items.push(obj.clone());
-            last_key = Some(key);
         }
         Ok(list_json(def, list_revision, items, None))
     }
 
-    /// Kubernetes list semantics for `resourceVersion`/`resourceVersionMatch`: unset or "0"
-    /// means "any", `NotOlderThan` is served from the current state, `Exact` only for the
-    /// current revision (this store keeps no snapshots).
-    fn check_list_version(&self, params: &ListParams) -> Result<(), ApiError> {
+    /// The objects of resource `id` as they were at `revision`: the current ones with the
+    /// history's later changes undone (`revision` is at least `oldest_resumable`).
+    fn objects_at(&self, id: ResourceId, revision: u64) -> BTreeMap<ObjectKey, Value> {
+        let mut objects = self.objects[id].clone();
+        for change in self.history.iter().rev() {
+            if change.revision <= revision {
+                break;
+            }
+            if change.resource != id {
+                continue;
+            }
+            let name = change.object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let key = (change.namespace.clone(), name);
+            match change.kind {
+                ChangeKind::Added => {
+                    objects.remove(&key);
+                }
+                ChangeKind::Modified | ChangeKind::Deleted => {
+                    let before = change
+                        .previous
+                        .clone()
+                        .unwrap_or_else(|| change.object.clone());
+                    objects.insert(key, before);
+                }
+            }
+        }
+        objects
+    }
+
+    /// The revision a list without `continue` is served at: the current one, or for
+    /// `resourceVersionMatch=Exact` the one asked for (410 when the history no longer reaches
+    /// back to it); a resourceVersion newer than the store is a 504.
+    fn list_version(&self, params: &ListParams) -> Result<u64, ApiError> {
         let Some(rv) = params
             .resource_version
             .as_deref()
             .filter(|rv| !rv.is_empty())
         else {
-            if params.resource_version_match.is_some() {
-                return Err(ApiError::bad_request(
-                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
-                ));
-            }
-            return Ok(());
+            return Ok(self.revision);
         };
         let wanted = parse_revision(rv)?;
+        if wanted > self.revision {
+            return Err(ApiError::new(
+                504,
+                "Timeout",
+                format!(
+                    "Too large resource version: {wanted}, current: {}",
+                    self.revision
+                ),
+            ));
+        }
         match params.resource_version_match.as_deref() {
-            Some("Exact") if wanted != self.revision => Err(ApiError::expired(format!(
+            Some("Exact") if wanted < self.oldest_resumable => Err(ApiError::expired(format!(
                 "too old resource version: {wanted} ({})",
-                self.revision
+                self.oldest_resumable
             ))),
-            Some("Exact") | Some("NotOlderThan") | None | Some("") => {
-                if wanted > self.revision {
-                    Err(ApiError::new(
-                        504,
-                        "Timeout",
-                        format!(
-                            "Too large resource version: {wanted}, current: {}",
-                            self.revision
-                        ),
-                    ))
-                } else {
-                    Ok(())
-                }
-            }
-            Some(other) => Err(ApiError::bad_request(format!(
-                "resourceVersionMatch: Unsupported value: {other:?}"
-            ))),
+            Some("Exact") => Ok(wanted),
+            _ => Ok(self.revision),
         }
     }
 
@@ -1769,17 +1802,65 @@ fn same_content(old: &Value, new: &Value) -> bool {
     strip(old) == strip(new)
 }
 
+/// `ValidateListOptions`: `resourceVersionMatch` needs a resourceVersion, is one of its values,
+/// and `Exact` needs a resourceVersion other than 0 (422 on `ListOptions`).
+fn check_list_options(params: &ListParams) -> Result<(), ApiError> {
+    let Some(wanted) = params.resource_version_match.as_deref() else {
+        return Ok(());
+    };
+    let rv = params.resource_version.as_deref().unwrap_or_default();
+    let error = if rv.is_empty() {
+        Some(FieldError::forbidden(
+            "resourceVersionMatch",
+            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ))
+    } else if !matches!(wanted, "Exact" | "NotOlderThan") {
+        Some(FieldError::not_supported(
+            "resourceVersionMatch",
+            BadValue::Str(wanted.to_string()),
+            &["Exact".into(), "NotOlderThan".into(), "".into()],
+        ))
+    } else if wanted == "Exact" && rv == "0" {
+        Some(FieldError::forbidden(
+            "resourceVersionMatch",
+            "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+        ))
+    } else {
+        None
+    };
+    match error {
+        Some(error) => Err(ApiError::invalid_in(
+            "meta.k8s.io",
+            "ListOptions",
+            "",
+            &[error.to_cause()],
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The object's key in storage, after the resource prefix (`<namespace>/<name>`, or the name).
+fn storage_key((namespace, name): &ObjectKey) -> String {
+    if namespace.is_empty() {
+        name.clone()
+    } else {
+        format!("{namespace}/{name}")
+    }
+}
+
 fn list_json(
     def: &ResourceDef,
     revision: u64,
     items: Vec<Value>,
-    more: Option<(String, usize)>,
+    more: Option<(String, Option<usize>)>,
 ) -> Value {
     let mut metadata = json!({ "resourceVersion": revision.to_string() });
     match more {
         Some((token, remaining)) => {
             metadata["continue"] = json!(token);
-            metadata["remainingItemCount"] = json!(remaining);
+            if let Some(remaining) = remaining {
+                metadata["remainingItemCount"] = json!(remaining);
+            }
         }
         // An unstructured list (custom resources) always carries `continue`.
         None if def.is_custom() => metadata["continue"] = json!(""),
