@@ -63,7 +63,7 @@
 //! as extra resources are stored as sent), no controllers (a deleted Namespace stays
 //! `Terminating`, Services get no cluster IP), admission is NamespaceLifecycle and
 //! TaintNodesByCondition only, RBAC knows no aggregation and no escalation checks, no CEL cost
-//! budgets (see `cel.rs`), 
+//! budgets (see `cel.rs`), a list snapshot reaches back only as far as the change history,
 //! strategic merge patches do not apply `$setElementOrder` or `$retainKeys` (see
 //! `strategic.rs`), quantities are not canonicalized. Field management: no cap of ten
 //! `Update` managers (`ancient-changes`), no last-applied annotation handling, metadata other
