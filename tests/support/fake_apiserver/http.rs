@@ -50,6 +50,9 @@ struct ResourcePath {
 enum Route {
     Json(Value),
     Resource(ResourcePath),
+    /// A path under `/apis/<group>/` that no built-in API serves and no CRD resolves: the
+    /// apiextensions handler passes it to the mux's plain-text `404 page not found`.
+    PageNotFound,
 }
 
 async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
@@ -87,6 +90,21 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             record.user = user.name.clone();
             record.verb = non_resource_verb(&method).to_string();
             error_response(&err)
+        }
+        (Ok(user), Ok(Route::PageNotFound)) => {
+            record.user = user.name.clone();
+            record.verb = non_resource_verb(&method).to_string();
+            let attributes = Attributes {
+                verb: record.verb.clone(),
+                resource_request: false,
+                path: path.clone(),
+                ..Attributes::default()
+            };
+            if authorized(&shared, &user, &attributes) {
+                page_not_found()
+            } else {
+                error_response(&authz::forbidden(&user, &attributes))
+            }
         }
         (Ok(user), Ok(Route::Json(doc))) => {
             record.user = user.name.clone();
@@ -238,7 +256,53 @@ fn is_true(value: Option<&String>) -> bool {
 }
 
 /// Parses a URL path into a discovery document or a resource request.
+/// The mux's answer to a path nothing serves.
+fn page_not_found() -> Response {
+    let mut response = Response::new(Body::from("404 page not found\n"));
+    *response.status_mut() = StatusCode::NOT_FOUND;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response.headers_mut().insert(
+        "X-Content-Type-Options",
+        HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
 fn route(shared: &Shared, path: &str) -> Result<Route, ApiError> {
+    match resource_route(shared, path) {
+        Err(err) if err.code == 404 && !custom_resource_served(shared, path) => {
+            Ok(Route::PageNotFound)
+        }
+        route => route,
+    }
+}
+
+/// Whether a failed path is the apiextensions handler's to answer (with a `Status`): any path
+/// outside `/apis/<group>/<version>/<resource path>` of a group no built-in API serves, or one
+/// that names a CRD's resource in its scope (a namespaced one under `namespaces/<ns>/`).
+fn custom_resource_served(shared: &Shared, path: &str) -> bool {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let ["apis", group, version, rest @ ..] = segs.as_slice() else {
+        return true;
+    };
+    if rest.is_empty() || shared.registry.built_in_group(group) {
+        return true;
+    }
+    let (namespaced, plural) = match rest {
+        ["namespaces", _, plural, ..] => (true, *plural),
+        [plural, ..] => (false, *plural),
+        [] => return true,
+    };
+    shared
+        .registry
+        .find(group, version, plural)
+        .is_some_and(|id| shared.registry.get(id).namespaced == namespaced)
+}
+
+fn resource_route(shared: &Shared, path: &str) -> Result<Route, ApiError> {
     let segments: Vec<String> = path
         .split('/')
         .filter(|s| !s.is_empty())

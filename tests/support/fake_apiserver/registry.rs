@@ -177,6 +177,13 @@ impl Registry {
             .position(|r| r.group == group && r.version == version && r.plural == plural)
     }
 
+    /// Whether a built-in API (not a CRD) serves `group` (`""`: the core group).
+    pub fn built_in_group(&self, group: &str) -> bool {
+        self.resources
+            .iter()
+            .any(|r| r.group == group && !r.is_custom())
+    }
+
     /// The resource of objects with this `apiVersion` and `kind`.
     pub fn find_kind(&self, api_version: &str, kind: &str) -> Option<ResourceId> {
         self.resources
