@@ -3927,3 +3927,60 @@ async fn unserved_api_paths_are_the_plain_404_page() {
         );
     }
 }
+
+/// Leases as kube-apiserver's lease strategy has them: no update without a resourceVersion
+/// (422), a PUT of a missing Lease creates it (201, a sent resourceVersion dropped), and
+/// without the CoordinatedLeaderElection feature a new Lease keeps no `strategy` or
+/// `preferredHolder`.
+#[tokio::test]
+async fn leases_need_a_resource_version_and_are_created_by_put() {
+    let server = FakeApiServer::start(Options::default());
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+    let lease = |name: &str, rv: Option<&str>| {
+        let mut lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name},
+            "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15,
+                     "strategy": "OldestEmulationVersion", "preferredHolder": "b"}});
+        if let Some(rv) = rv {
+            lease["metadata"]["resourceVersion"] = json!(rv);
+        }
+        lease
+    };
+    let (code, _, created) = admin_call(
+        &server,
+        "PUT",
+        &format!("{leases}/l1"),
+        "application/json",
+        lease("l1", Some("7")),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["spec"].get("strategy"), None, "{created}");
+    assert_eq!(created["spec"].get("preferredHolder"), None, "{created}");
+    let (code, _, status) = admin_call(
+        &server,
+        "PUT",
+        &format!("{leases}/l1"),
+        "application/json",
+        lease("l1", None),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        cause_fields(&status),
+        [(
+            "metadata.resourceVersion".to_string(),
+            "FieldValueInvalid".to_string()
+        )]
+    );
+    let rv = created["metadata"]["resourceVersion"].as_str().unwrap();
+    let (code, _, updated) = admin_call(
+        &server,
+        "PUT",
+        &format!("{leases}/l1"),
+        "application/json",
+        lease("l1", Some(rv)),
+    )
+    .await;
+    assert_eq!(code, 200, "{updated}");
+}

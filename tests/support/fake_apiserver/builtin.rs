@@ -245,12 +245,12 @@ static KINDS: &[Kind] = &[
         status_subresource: false,
         shape: lease_shape,
         name_rule: NameRule::DnsSubdomain,
-        unconditional_update: true,
+        unconditional_update: false,
         create_on_update: true,
         field_labels: &[("metadata.name", ""), ("metadata.namespace", "")],
         returns_deleted_object: false,
         defaults: none,
-        prepare_create: none,
+        prepare_create: lease_prepare_create,
         validate: validate_lease,
         validate_update: validate_lease_update,
         admit_create: none,
@@ -1224,6 +1224,15 @@ fn node_pod_cidrs(node: &mut Value) {
         spec.insert("podCIDRs".into(), json!([single]));
     } else if let Some(first) = first {
         spec.insert("podCIDR".into(), json!(first));
+    }
+}
+
+/// `leaseStrategy.PrepareForCreate`: without the CoordinatedLeaderElection feature (off by
+/// default) a new Lease keeps no `strategy` or `preferredHolder`.
+fn lease_prepare_create(lease: &mut Value) {
+    if let Some(spec) = lease.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.remove("strategy");
+        spec.remove("preferredHolder");
     }
 }
 

@@ -662,11 +662,12 @@ async fn resource_request(
             let outcome = shared
                 .lock_store()?
                 .replace(&def, &target(), body, scope, &params)?;
-            Ok(json_response(
-                StatusCode::OK,
-                &outcome.object,
-                &outcome.warnings,
-            ))
+            let status = if outcome.created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(json_response(status, &outcome.object, &outcome.warnings))
         }
         "patch" => {
             let content_type = headers

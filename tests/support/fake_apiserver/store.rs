@@ -557,6 +557,9 @@ impl Store {
             if creates && scope == Scope::Main {
                 let mut object = object;
                 wipe_system_fields(&mut object);
+                // The update's storage prepares the new object: a sent resourceVersion is
+                // dropped, not refused as a create's would be.
+                ensure_object(&mut object, "metadata").remove("resourceVersion");
                 ensure_namespace_matches(def, target.namespace.as_deref(), &mut object)?;
                 let object = manage_update(def, None, object, &params.manager(), Scope::Main);
                 return self.create_stages(def, target, object, params, warnings);
@@ -605,7 +608,11 @@ impl Store {
         match parse_resource_version(&sent) {
             // `ObjectResourceVersion` parses it with strconv: a plain 500.
             Err(message) => return Err(ApiError::plain(message)),
-            Ok(0) if def.builtin.is_some_and(|k| k.unconditional_update) || !def.is_custom() => {
+            Ok(0)
+                if def
+                    .builtin
+                    .map_or(!def.is_custom(), |k| k.unconditional_update) =>
+            {
                 new["metadata"]["resourceVersion"] = json!(current);
             }
             Ok(0) => {
