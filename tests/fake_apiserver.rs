@@ -3984,3 +3984,108 @@ async fn leases_need_a_resource_version_and_are_created_by_put() {
     .await;
     assert_eq!(code, 200, "{updated}");
 }
+
+/// Secrets of the well-known types need their keys (TLS: `tls.crt` and `tls.key`; docker
+/// config: the key, holding a JSON object; basic-auth: `username` or `password`;
+/// service-account token: the service account annotation), on create and on update.
+#[tokio::test]
+async fn secrets_of_known_types_need_their_keys() {
+    let server = FakeApiServer::start(Options::default());
+    let secrets = "/api/v1/namespaces/default/secrets";
+    let secret = |name: &str, kind: &str, data: Value| {
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+               "type": kind, "data": data})
+    };
+    let not_json = "bm90IGpzb24="; // "not json"
+    for (kind, data, fields) in [
+        (
+            "kubernetes.io/tls",
+            json!({}),
+            vec![
+                ("data[tls.crt]", "FieldValueRequired"),
+                ("data[tls.key]", "FieldValueRequired"),
+            ],
+        ),
+        (
+            "kubernetes.io/dockerconfigjson",
+            json!({".dockerconfigjson": not_json}),
+            vec![("data[.dockerconfigjson]", "FieldValueInvalid")],
+        ),
+        (
+            "kubernetes.io/dockerconfigjson",
+            json!({"a": "MQ=="}),
+            vec![("data[.dockerconfigjson]", "FieldValueRequired")],
+        ),
+        (
+            "kubernetes.io/basic-auth",
+            json!({"a": "MQ=="}),
+            vec![
+                ("data[password]", "FieldValueRequired"),
+                ("data[username]", "FieldValueRequired"),
+            ],
+        ),
+        (
+            "kubernetes.io/service-account-token",
+            json!({}),
+            vec![(
+                "metadata.annotations[kubernetes.io/service-account.name]",
+                "FieldValueRequired",
+            )],
+        ),
+    ] {
+        let (code, _, status) = admin_call(
+            &server,
+            "POST",
+            secrets,
+            "application/json",
+            secret("s", kind, data.clone()),
+        )
+        .await;
+        assert_eq!(code, 422, "{kind} {data}: {status}");
+        let want: Vec<(String, String)> = fields
+            .iter()
+            .map(|(f, r)| (f.to_string(), r.to_string()))
+            .collect();
+        assert_eq!(cause_fields(&status), want, "{kind} {data}");
+    }
+    for (name, kind, data) in [
+        (
+            "tls",
+            "kubernetes.io/tls",
+            json!({"tls.crt": "", "tls.key": ""}),
+        ),
+        (
+            "docker",
+            "kubernetes.io/dockerconfigjson",
+            json!({".dockerconfigjson": "e30="}),
+        ),
+        ("basic", "kubernetes.io/basic-auth", json!({"username": ""})),
+        ("opaque", "Opaque", json!({})),
+    ] {
+        let (code, _, body) = admin_call(
+            &server,
+            "POST",
+            secrets,
+            "application/json",
+            secret(name, kind, data),
+        )
+        .await;
+        assert_eq!(code, 201, "{kind}: {body}");
+    }
+    let (code, _, status) = admin_call(
+        &server,
+        "PATCH",
+        &format!("{secrets}/tls"),
+        "application/json-patch+json",
+        json!([{"op": "remove", "path": "/data/tls.key"}]),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        cause_fields(&status),
+        [(
+            "data[tls.key]".to_string(),
+            "FieldValueRequired".to_string()
+        )]
+    );
+}

@@ -1677,9 +1677,85 @@ fn validate_config_map_update(new: &Value, old: &Value) -> Vec<FieldError> {
 
 fn validate_secret(secret: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_create(&secret["metadata"], true, NameRule::DnsSubdomain);
+    errs.extend(secret_data(secret));
+    errs
+}
+
+/// `ValidateSecret` past ObjectMeta: the data keys and size, and the keys each type needs.
+fn secret_data(secret: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
     let size = data_keys(secret, "data", &mut errs);
     if size > MAX_DATA_SIZE {
         errs.push(FieldError::too_long("data", MAX_DATA_SIZE));
+    }
+    let data = secret["data"].as_object();
+    let has = |key: &str| data.is_some_and(|d| d.contains_key(key));
+    let required = |key: &str| FieldError::required(&format!("data[{key}]"), "");
+    // A well-formed JSON object, as `json.Unmarshal` into a map checks it.
+    let json_object = |key: &str| -> Option<FieldError> {
+        let text = data?.get(key)?.as_str().unwrap_or_default();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .unwrap_or_default();
+        let why = match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(_)) => return None,
+            Ok(other) => format!(
+                "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                json_type(&other)
+            ),
+            Err(e) => e.to_string(),
+        };
+        Some(FieldError::invalid(
+            &format!("data[{key}]"),
+            BadValue::Str("<secret contents redacted>".into()),
+            why,
+        ))
+    };
+    match secret["type"].as_str().unwrap_or_default() {
+        "kubernetes.io/service-account-token" => {
+            let name = secret["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+                .as_str()
+                .unwrap_or_default();
+            if name.is_empty() {
+                errs.push(FieldError::required(
+                    "metadata.annotations[kubernetes.io/service-account.name]",
+                    "",
+                ));
+            }
+        }
+        kind @ ("kubernetes.io/dockercfg" | "kubernetes.io/dockerconfigjson") => {
+            let key = if kind.ends_with("json") {
+                ".dockerconfigjson"
+            } else {
+                ".dockercfg"
+            };
+            if !has(key) {
+                errs.push(required(key));
+            } else {
+                errs.extend(json_object(key));
+            }
+        }
+        "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
+            errs.push(required("username"));
+            errs.push(required("password"));
+        }
+        "kubernetes.io/ssh-auth" => {
+            let key = data
+                .and_then(|d| d.get("ssh-privatekey"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if key.is_empty() {
+                errs.push(required("ssh-privatekey"));
+            }
+        }
+        "kubernetes.io/tls" => {
+            for key in ["tls.crt", "tls.key"] {
+                if !has(key) {
+                    errs.push(required(key));
+                }
+            }
+        }
+        _ => {}
     }
     errs
 }
@@ -1694,6 +1770,7 @@ fn validate_secret_update(new: &Value, old: &Value) -> Vec<FieldError> {
         ));
     }
     immutable_data(new, old, &mut errs);
+    errs.extend(secret_data(new));
     errs
 }
 
