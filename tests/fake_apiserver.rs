@@ -4089,3 +4089,115 @@ async fn secrets_of_known_types_need_their_keys() {
         )]
     );
 }
+
+/// Finalizer names and Namespaces as the core validation has them: a built-in object's
+/// finalizer without a `/` must be a standard one (422), a custom resource's only draws a
+/// warning (worded by whether it has a dot); a Namespace's spec finalizers are validated on
+/// `spec.finalizers`; its phase may only be Active without a deletionTimestamp; deleting it
+/// sets no grace period; a main-resource patch of its spec finalizers is owned but ignored.
+#[tokio::test]
+async fn finalizer_names_and_namespace_rules() {
+    let server = FakeApiServer::start(Options::default());
+    let (code, _, status) = admin_call(
+        &server,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "c", "finalizers": ["keep", "kubernetes", "example.com/ok"]}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        cause_fields(&status),
+        [(
+            "metadata.finalizers[0]".to_string(),
+            "FieldValueInvalid".to_string()
+        )]
+    );
+    let pools = "/apis/machineconfiguration.openshift.io/v1/machineconfigpools";
+    let mut pool = serde_json::to_value(pool("p", "rendered-p")).unwrap();
+    pool["metadata"]["finalizers"] = json!(["keep", "example.com"]);
+    let (code, warnings, body) = admin_call(&server, "POST", pools, "application/json", pool).await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(
+        warnings,
+        [
+            "299 - \"metadata.finalizers: \\\"example.com\\\": prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers\"",
+            "299 - \"metadata.finalizers: \\\"keep\\\": prefer a domain-qualified finalizer name to avoid accidental conflicts with other finalizer writers\"",
+        ]
+    );
+
+    let (code, _, status) = admin_call(
+        &server,
+        "POST",
+        "/api/v1/namespaces",
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bad"},
+               "spec": {"finalizers": ["bad finalizer"]}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        cause_fields(&status),
+        [
+            (
+                "spec.finalizers".to_string(),
+                "FieldValueInvalid".to_string()
+            ),
+            (
+                "spec.finalizers".to_string(),
+                "FieldValueInvalid".to_string()
+            )
+        ]
+    );
+    create_namespaces(&server, &["n"]);
+    let (code, _, status) = admin_call(
+        &server,
+        "PUT",
+        "/api/v1/namespaces/n/status",
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"},
+               "status": {"phase": "Terminating"}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        cause_fields(&status),
+        [("status.Phase".to_string(), "FieldValueInvalid".to_string())]
+    );
+    let (code, _, patched) = admin_call(
+        &server,
+        "PATCH",
+        "/api/v1/namespaces/n",
+        "application/json-patch+json",
+        json!([{"op": "add", "path": "/spec/finalizers/-", "value": "example.com/x"}]),
+    )
+    .await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["spec"]["finalizers"], json!(["kubernetes"]));
+    assert!(
+        patched["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["fieldsV1"]["f:spec"] == json!({"f:finalizers": {}})),
+        "{patched}"
+    );
+    let (code, _, deleted) = admin_call(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/n",
+        "application/json",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(code, 200, "{deleted}");
+    assert!(deleted["metadata"].get("deletionTimestamp").is_some());
+    assert!(
+        deleted["metadata"]
+            .get("deletionGracePeriodSeconds")
+            .is_none(),
+        "{deleted}"
+    );
+}

@@ -148,7 +148,7 @@ static KINDS: &[Kind] = &[
         defaults: namespace_defaults,
         prepare_create: namespace_prepare_create,
         validate: validate_namespace,
-        validate_update: meta_update,
+        validate_update: validate_namespace_update,
         admit_create: none,
     },
     Kind {
@@ -1563,31 +1563,64 @@ fn node_taints(node: &Value) -> Vec<FieldError> {
 
 fn validate_namespace(namespace: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_create(&namespace["metadata"], false, NameRule::DnsLabel);
-    for (i, finalizer) in namespace["spec"]["finalizers"]
+    // ValidateNamespace names the list, not the item.
+    for finalizer in namespace["spec"]["finalizers"]
         .as_array()
         .into_iter()
         .flatten()
-        .enumerate()
     {
         let name = finalizer.as_str().unwrap_or_default();
-        let path = format!("spec.finalizers[{i}]");
-        let problems = meta::label_key(name);
-        for msg in &problems {
+        for msg in meta::label_key(name) {
             errs.push(FieldError::invalid(
-                &path,
+                "spec.finalizers",
                 BadValue::Str(name.into()),
-                msg.clone(),
+                msg,
             ));
         }
-        if problems.is_empty() && name != "kubernetes" && !name.contains('/') {
-            errs.push(FieldError::invalid(
-                &path,
-                BadValue::Str(name.into()),
-                "name is neither a standard finalizer name nor is it fully qualified",
-            ));
-        }
+        errs.extend(kube_finalizer_name(name, "spec.finalizers"));
     }
     errs
+}
+
+/// `ValidateNamespaceUpdate`, and `ValidateNamespaceStatusUpdate`'s phase rule (only a
+/// status update can change the phase; the main strategy keeps the stored one).
+fn validate_namespace_update(new: &Value, old: &Value) -> Vec<FieldError> {
+    let mut errs = meta_update(new, old);
+    let phase = new["status"]["phase"].as_str().unwrap_or_default();
+    let (wanted, detail) = if new["metadata"].get("deletionTimestamp").is_none() {
+        (
+            "Active",
+            "may only be 'Active' if `deletionTimestamp` is empty",
+        )
+    } else {
+        (
+            "Terminating",
+            "may only be 'Terminating' if `deletionTimestamp` is not empty",
+        )
+    };
+    if phase != wanted {
+        errs.push(FieldError::invalid(
+            "status.Phase",
+            BadValue::Str(phase.into()),
+            detail,
+        ));
+    }
+    errs
+}
+
+/// The finalizers Kubernetes itself defines (`IsStandardFinalizerName`).
+const STANDARD_FINALIZERS: &[&str] = &["kubernetes", "orphan", "foregroundDeletion"];
+
+/// `validateKubeFinalizerName`: a built-in object's finalizer without a `/` must be one of the
+/// standard ones.
+pub fn kube_finalizer_name(name: &str, path: &str) -> Option<FieldError> {
+    (!name.contains('/') && !STANDARD_FINALIZERS.contains(&name)).then(|| {
+        FieldError::invalid(
+            path,
+            BadValue::Str(name.into()),
+            "name is neither a standard finalizer name nor is it fully qualified",
+        )
+    })
 }
 
 /// Kubernetes' limit on ConfigMap and Secret data (`MaxSecretSize`).

@@ -954,9 +954,9 @@ impl Store {
             if old["metadata"].get("deletionTimestamp").is_some() || dry_run {
                 return Ok(old);
             }
+            // The namespace storage's own delete marks it without a grace period.
             let mut marked = old.clone();
             marked["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
-            marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
             marked["status"]["phase"] = json!("Terminating");
             return Ok(self.commit(target, Some(old), Some(marked)));
         }
@@ -1506,7 +1506,7 @@ fn manage_update(
     };
     let mut view = fm_view(def, &new);
     match &old_view {
-        Some(live) => view = scoped_replacement(def, live, view, scope),
+        Some(live) => view = reset_fields(def, live, view, scope),
         None if scope == Scope::Main && def.status_subresource => remove_field(&mut view, "status"),
         None => {}
     }
@@ -1631,7 +1631,11 @@ fn validate_create(
         return schema::validate_custom(def, None, object, meta_errors);
     }
     let errors = match def.builtin {
-        Some(kind) => kind.validate(object),
+        Some(kind) => {
+            let mut errors = kind.validate(object);
+            errors.extend(kube_finalizers(object));
+            errors
+        }
         None => meta::validate_create(&object["metadata"], def.namespaced, NameRule::DnsSubdomain),
     };
     Ok((causes_of(&errors), Vec::new()))
@@ -1655,8 +1659,26 @@ fn validate_update(
         warnings = ratcheted;
     } else if let Some(kind) = def.builtin {
         causes.extend(causes_of(&kind.validate_update(new, old)));
+        causes.extend(causes_of(&kube_finalizers(new)));
     }
     Ok((causes, warnings))
+}
+
+/// The core ObjectMeta validation of a built-in kind adds `validateKubeFinalizerName` to
+/// apimachinery's checks of `metadata.finalizers`.
+fn kube_finalizers(object: &Value) -> Vec<FieldError> {
+    object["metadata"]["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, f)| {
+            builtin::kube_finalizer_name(
+                f.as_str().unwrap_or_default(),
+                &format!("metadata.finalizers[{i}]"),
+            )
+        })
+        .collect()
 }
 
 /// Finalizers Kubernetes knows; others should be domain-qualified.
@@ -1696,8 +1718,14 @@ fn finalizer_warnings(new: &Value, old: Option<&Value>) -> Vec<String> {
             ));
         }
         if !finalizer.contains('/') && !STANDARD_FINALIZERS.contains(&finalizer.as_str()) {
+            // A name with a dot looks like a domain already: it is asked for a path.
+            let prefer = if finalizer.contains('.') {
+                "prefer a domain-qualified finalizer name including a path (/)"
+            } else {
+                "prefer a domain-qualified finalizer name"
+            };
             warnings.push(format!(
-                "metadata.finalizers: {}: prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers",
+                "metadata.finalizers: {}: {prefer} to avoid accidental conflicts with other finalizer writers",
                 go_quote(&finalizer)
             ));
         }
@@ -1735,19 +1763,26 @@ fn check_preconditions(
 /// What a write to `scope` turns the stored object into: the main resource keeps the stored
 /// `.status` when there is a status subresource; `/status` changes only `.status` of a custom
 /// resource and everything but `spec` of a built-in one.
-fn scoped_replacement(def: &ResourceDef, old: &Value, mut body: Value, scope: Scope) -> Value {
+fn scoped_replacement(def: &ResourceDef, old: &Value, body: Value, scope: Scope) -> Value {
+    let mut body = reset_fields(def, old, body, scope);
+    if scope == Scope::Main && is_namespace(def) {
+        // The namespace strategy keeps spec.finalizers (the finalize subresource owns them),
+        // after field management saw them: they are not among its reset fields.
+        if let Some(finalizers) = old["spec"].get("finalizers") {
+            ensure_object(&mut body, "spec").insert("finalizers".into(), finalizers.clone());
+        }
+    }
+    body
+}
+
+/// The fields a scope's strategy resets from the stored object (`GetResetFields`), which
+/// field management does not count as changed by the writer.
+fn reset_fields(def: &ResourceDef, old: &Value, mut body: Value, scope: Scope) -> Value {
     match scope {
         Scope::Main if def.status_subresource => {
             remove_field(&mut body, "status");
             if let (Value::Object(map), Some(status)) = (&mut body, old.get("status")) {
                 map.insert("status".into(), status.clone());
-            }
-            if is_namespace(def) {
-                // The namespace strategy keeps spec.finalizers (the finalize subresource owns them).
-                if let Some(finalizers) = old["spec"].get("finalizers") {
-                    ensure_object(&mut body, "spec")
-                        .insert("finalizers".into(), finalizers.clone());
-                }
             }
             body
         }
