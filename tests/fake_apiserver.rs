@@ -4201,3 +4201,125 @@ async fn finalizer_names_and_namespace_rules() {
         "{deleted}"
     );
 }
+
+/// Routing and decoding details of kube-apiserver: a custom resource POSTed to an object's
+/// URL is created, a write to its collection is a 400 (`name must be provided`); a built-in
+/// namespaced kind POSTed outside a namespace is a 405; a custom resource's metadata must
+/// decode as ObjectMeta (400); a written selfLink is dropped; the strict decoder indexes list
+/// items in unknown-field paths; events.k8s.io Events are selected by their own field labels.
+#[tokio::test]
+async fn routing_decoding_and_event_field_labels() {
+    let server = FakeApiServer::start(Options::default());
+    let pools = "/apis/machineconfiguration.openshift.io/v1/machineconfigpools";
+    let (code, _, created) = admin_call(
+        &server,
+        "POST",
+        &format!("{pools}/p"),
+        "application/json",
+        serde_json::to_value(pool("p", "rendered-p")).unwrap(),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    for method in ["PUT", "PATCH"] {
+        let content_type = if method == "PUT" {
+            "application/json"
+        } else {
+            "application/merge-patch+json"
+        };
+        let (code, _, status) = admin_call(
+            &server,
+            method,
+            pools,
+            content_type,
+            serde_json::to_value(pool("p", "rendered-p")).unwrap(),
+        )
+        .await;
+        assert_eq!(code, 400, "{method}: {status}");
+        assert_eq!(status["message"], "name must be provided");
+    }
+    let (code, _, _) = admin_call(
+        &server,
+        "POST",
+        "/api/v1/configmaps",
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "c", "namespace": "default"}}),
+    )
+    .await;
+    assert_eq!(code, 405);
+    let mut numeric_label = serde_json::to_value(pool("q", "rendered-q")).unwrap();
+    numeric_label["metadata"]["labels"] = json!({"a": 1});
+    let (code, _, status) =
+        admin_call(&server, "POST", pools, "application/json", numeric_label).await;
+    assert_eq!(code, 400, "{status}");
+    let (code, _, patched) = admin_call(
+        &server,
+        "PATCH",
+        &format!("{pools}/p"),
+        "application/merge-patch+json",
+        json!({"metadata": {"selfLink": "/x"}}),
+    )
+    .await;
+    assert_eq!(code, 200, "{patched}");
+    assert!(patched["metadata"].get("selfLink").is_none(), "{patched}");
+
+    let (code, warnings, _) = admin_call(
+        &server,
+        "POST",
+        "/api/v1/nodes",
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
+               "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.1", "zone": "a"}]}}),
+    )
+    .await;
+    assert_eq!(code, 201);
+    assert_eq!(
+        warnings,
+        ["299 - \"unknown field \\\"status.addresses[0].zone\\\"\""]
+    );
+
+    let events = "/apis/events.k8s.io/v1/namespaces/default/events";
+    for (name, reason, kind) in [("e0", "R0", "ReplicaSet"), ("e1", "R1", "Pod")] {
+        let (code, _, body) = admin_call(
+            &server,
+            "POST",
+            events,
+            "application/json",
+            json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                   "metadata": {"name": name}, "eventTime": "2026-11-25T03:00:00.000000Z",
+                   "action": "Serve", "reason": reason, "type": "Normal",
+                   "reportingController": "example.com/c", "reportingInstance": "i",
+                   "regarding": {"apiVersion": "v1", "kind": kind, "name": "x", "namespace": "default"}}),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+    }
+    for (selector, names) in [
+        ("reason%3DR1", vec!["e1"]),
+        ("regarding.kind%3DReplicaSet", vec!["e0"]),
+        (
+            "type%3DNormal,reportingController%3Dexample.com%2Fc",
+            vec!["e0", "e1"],
+        ),
+    ] {
+        let (code, _, list) = admin_call(
+            &server,
+            "GET",
+            &format!("{events}?fieldSelector={selector}"),
+            "application/json",
+            Value::Null,
+        )
+        .await;
+        assert_eq!(code, 200, "{selector}: {list}");
+        assert_eq!(item_names(&list), names, "{selector}");
+    }
+    let (code, _, _) = admin_call(
+        &server,
+        "GET",
+        &format!("{events}?fieldSelector=involvedObject.kind%3DPod"),
+        "application/json",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(code, 400);
+}

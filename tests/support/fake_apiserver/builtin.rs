@@ -266,7 +266,21 @@ static KINDS: &[Kind] = &[
         name_rule: NameRule::DnsSubdomain,
         unconditional_update: true,
         create_on_update: true,
-        field_labels: &[("metadata.name", ""), ("metadata.namespace", "")],
+        // events.k8s.io's field label conversion (to the core fields the storage selects on).
+        field_labels: &[
+            ("metadata.name", ""),
+            ("metadata.namespace", ""),
+            ("reason", ""),
+            ("regarding.kind", ""),
+            ("regarding.namespace", ""),
+            ("regarding.name", ""),
+            ("regarding.uid", ""),
+            ("regarding.apiVersion", ""),
+            ("regarding.resourceVersion", ""),
+            ("regarding.fieldPath", ""),
+            ("reportingController", ""),
+            ("type", ""),
+        ],
         returns_deleted_object: false,
         defaults: none,
         prepare_create: none,
@@ -903,6 +917,8 @@ impl Decoder {
         schema: &Value,
         go_struct: &str,
         path: &str,
+        // The path the strict decoder names unknown fields by (list items indexed).
+        strict: &str,
     ) -> Result<Option<Value>, DecodeError> {
         if value.is_null() {
             return Ok(None);
@@ -976,8 +992,10 @@ impl Decoder {
             }
             ("array", Value::Array(items)) => {
                 let mut out = Vec::new();
-                for item in items {
-                    let decoded = self.decode(item, &schema["items"], go_struct, path)?;
+                for (i, item) in items.iter().enumerate() {
+                    let item_path = format!("{strict}[{i}]");
+                    let decoded =
+                        self.decode(item, &schema["items"], go_struct, path, &item_path)?;
                     out.push(decoded.unwrap_or(Value::Null));
                 }
                 Ok(Some(Value::Array(out)))
@@ -992,15 +1010,20 @@ impl Decoder {
                     let mut out = Map::new();
                     for (key, child) in map {
                         let child_path = join(path, key);
+                        let child_strict = join(strict, key);
                         match properties.get(key) {
                             Some(child_schema) => {
-                                if let Some(decoded) =
-                                    self.decode(child, child_schema, struct_name, &child_path)?
-                                {
+                                if let Some(decoded) = self.decode(
+                                    child,
+                                    child_schema,
+                                    struct_name,
+                                    &child_path,
+                                    &child_strict,
+                                )? {
                                     out.insert(key.clone(), decoded);
                                 }
                             }
-                            None => self.unknown.push(child_path),
+                            None => self.unknown.push(child_strict),
                         }
                     }
                     Ok(Some(Value::Object(out)))
@@ -1008,7 +1031,10 @@ impl Decoder {
                     let values = &schema["additionalProperties"];
                     let mut out = Map::new();
                     for (key, child) in map {
-                        if let Some(decoded) = self.decode(child, values, go_struct, path)? {
+                        let child_strict = join(strict, key);
+                        if let Some(decoded) =
+                            self.decode(child, values, go_struct, path, &child_strict)?
+                        {
                             out.insert(key.clone(), decoded);
                         } else if !child.is_null() {
                             continue;
@@ -1068,7 +1094,7 @@ pub fn decode_as(
         type_error: None,
         unknown: Vec::new(),
     };
-    let decoded = decoder.decode(value, shape, "", path)?;
+    let decoded = decoder.decode(value, shape, "", path, path)?;
     if let Some(error) = decoder.type_error {
         return Err(DecodeError(error));
     }

@@ -519,16 +519,29 @@ async fn resource_request(
     context: RequestContext<'_>,
 ) -> Result<Response, ApiError> {
     let verb = context.verb;
-    // What kube-apiserver routes nowhere: a create of a named object, a write to a collection.
-    let misdirected = match verb {
-        "create" => path.name.is_some() && path.subresource.as_deref() != Some("token"),
-        "update" | "patch" => path.name.is_none(),
-        _ => false,
-    };
-    if misdirected {
-        return Err(ApiError::generic(405));
-    }
     let def = shared.registry.get(path.id).clone();
+    if def.is_custom() {
+        // The apiextensions handler serves every verb on every path of a custom resource: a
+        // create at an object's URL creates the body's object; an update or patch needs a
+        // name.
+        if matches!(verb, "update" | "patch") && path.name.is_none() {
+            return Err(ApiError::bad_request("name must be provided"));
+        }
+    } else {
+        // What go-restful routes nowhere for a built-in kind: a create of a named object or
+        // of a namespaced kind outside a namespace, a write to a collection.
+        let misdirected = match verb {
+            "create" => {
+                (path.name.is_some() && path.subresource.as_deref() != Some("token"))
+                    || (def.namespaced && path.namespace.is_none())
+            }
+            "update" | "patch" => path.name.is_none(),
+            _ => false,
+        };
+        if misdirected {
+            return Err(ApiError::generic(405));
+        }
+    }
     let scope = if path.subresource.is_some() {
         Scope::Status
     } else {

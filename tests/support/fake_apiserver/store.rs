@@ -650,6 +650,8 @@ impl Store {
                 Some(g) => meta.insert("generation".into(), g.clone()),
                 None => meta.remove("generation"),
             };
+            // selfLink is no longer served: a written one is dropped.
+            meta.remove("selfLink");
         }
         let mut new = scoped_replacement(def, &old, new, scope);
         if def.is_custom() && scope == Scope::Main && spec_changed(def, &old, &new) {
@@ -1410,7 +1412,7 @@ fn decode_fields(def: &ResourceDef, body: Value) -> Result<(Value, Vec<String>),
     let mut object = check_body(def, body)?;
     let mut unknown = Vec::new();
     if def.is_custom() {
-        unknown.extend(coerce_metadata(&mut object));
+        unknown.extend(coerce_metadata(def, &mut object)?);
         unknown.extend(schema::prune_object(def, &mut object));
     } else if let Some(kind) = def.builtin {
         let (decoded, fields) =
@@ -1454,26 +1456,51 @@ fn undeclared_in_apply(
 
 /// The metadata of a custom resource as `ObjectMeta` decodes it (`GetObjectMetaWithOptions` with
 /// malformed fields dropped) and prints it again; returns unknown metadata fields.
-fn coerce_metadata(object: &mut Value) -> Vec<String> {
+fn coerce_metadata(def: &ResourceDef, object: &mut Value) -> Result<Vec<String>, ApiError> {
     let shape = builtin::object_meta_shape();
     let meta = object["metadata"].clone();
     let Value::Object(fields) = &meta else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let mut kept = Map::new();
     let mut unknown = Vec::new();
     for (field, value) in fields {
         let single = json!({ field.clone(): value.clone() });
-        // A field that does not decode as ObjectMeta's is dropped (DropMalformedFields).
-        if let Ok((decoded, extra)) = builtin::decode_as(&shape, &single, "metadata") {
-            unknown.extend(extra);
-            if let Some(v) = decoded.get(field) {
-                kept.insert(field.clone(), v.clone());
-            }
+        // A request's metadata must decode as ObjectMeta (only objects read back from
+        // storage have malformed fields dropped).
+        let (decoded, extra) = builtin::decode_as(&shape, &single, "metadata").map_err(|_| {
+            let go_type = match &shape["properties"][field]["type"] {
+                Value::String(t) if t == "object" => "map[string]string",
+                Value::String(t) if t == "array" => "[]string",
+                Value::String(t) if t == "integer" => "int64",
+                _ => "string",
+            };
+            ApiError::undecodable(
+                def,
+                &format!(
+                    "json: cannot unmarshal {} into Go struct field ObjectMeta.{field} of type {go_type}",
+                    first_mismatch(value)
+                ),
+            )
+        })?;
+        unknown.extend(extra);
+        if let Some(v) = decoded.get(field) {
+            kept.insert(field.clone(), v.clone());
         }
     }
     object["metadata"] = builtin::encode_as(&shape, &Value::Object(kept), Encoding::FieldManager);
-    unknown
+    Ok(unknown)
+}
+
+/// The JSON type `encoding/json` names in a type error: a map or list's first value that is
+/// no string, else the value's own type.
+fn first_mismatch(value: &Value) -> &'static str {
+    let inner = match value {
+        Value::Object(map) => map.values().find(|v| !v.is_string()),
+        Value::Array(items) => items.iter().find(|v| !v.is_string()),
+        _ => None,
+    };
+    json_kind(inner.unwrap_or(value))
 }
 
 /// What the field manager sees of an object (the typed object as the unstructured converter
