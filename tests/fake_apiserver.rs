@@ -4323,3 +4323,41 @@ async fn routing_decoding_and_event_field_labels() {
     .await;
     assert_eq!(code, 400);
 }
+
+/// An apply of an empty map owns the map itself (a leaf, `f:spec: {}`), and drops what the
+/// manager applied under it before; a later apply of fields under it keeps what other appliers
+/// own there.
+#[tokio::test]
+async fn an_applied_empty_map_is_owned_as_a_leaf() {
+    let server = FakeApiServer::start(Options::default());
+    let path = "/api/v1/namespaces/default/configmaps/c";
+    let apply = |manager: &'static str, data: Value| {
+        let server = &server;
+        async move {
+            admin_call(
+                server,
+                "PATCH",
+                &format!("{path}?fieldManager={manager}"),
+                "application/apply-patch+yaml",
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": "c", "namespace": "default"}, "data": data}),
+            )
+            .await
+        }
+    };
+    let (code, _, _) = apply("a", json!({"k1": "a", "k2": "a"})).await;
+    assert_eq!(code, 201);
+    let (code, _, _) = apply("b", json!({"k3": "b"})).await;
+    assert_eq!(code, 200);
+    let (code, _, cm) = apply("a", json!({})).await;
+    assert_eq!(code, 200, "{cm}");
+    assert_eq!(cm["data"], json!({"k3": "b"}));
+    assert_eq!(fields_of(&cm, "a", "Apply", ""), json!({"f:data": {}}));
+    let (code, _, cm) = apply("a", json!({"k4": "a"})).await;
+    assert_eq!(code, 200, "{cm}");
+    assert_eq!(cm["data"], json!({"k3": "b", "k4": "a"}));
+    assert_eq!(
+        fields_of(&cm, "a", "Apply", ""),
+        json!({"f:data": {"f:k4": {}}})
+    );
+}

@@ -227,8 +227,8 @@ fn in_scope(def: &ResourceDef, field: &str, scope: Scope) -> bool {
 
 /// The fields an object sets, within `scope`, as structured-merge-diff's `ToFieldSet`
 /// computes an apply configuration's set: scalars, atomic lists and maps, list items (and their
-/// fields), map entries; never the node of a declared struct field, so an empty struct owns
-/// nothing.
+/// fields), map entries, and an empty map as a leaf (`spec: {}` owns `.spec`); never the node
+/// of a non-empty struct.
 fn owned_fields(def: &ResourceDef, object: &Value, scope: Scope) -> FieldSet {
     let mut out = FieldSet::new();
     let Value::Object(map) = object else {
@@ -265,7 +265,8 @@ fn owned_fields(def: &ResourceDef, object: &Value, scope: Scope) -> FieldSet {
 
 fn collect(value: &Value, shape: Shape, prefix: &mut FieldPath, out: &mut FieldSet) {
     match value {
-        Value::Object(_) if shape.atomic_map() => {
+        // An atomic map, and an empty one (a leaf with nothing under it), is owned whole.
+        Value::Object(map) if shape.atomic_map() || map.is_empty() => {
             out.insert(prefix.clone());
         }
         Value::Object(map) => {
@@ -924,9 +925,17 @@ pub fn server_side_apply(
     };
     // Fields this manager applied before, omits now, and no other applier owns, go away. Shallower
     // paths first: removing a list-map item's key field first would leave it unaddressable.
+    // A dropped node (an empty map applied before) under which this or another applier still
+    // owns fields stays: those fields are added back with it.
+    let kept_below = |p: &FieldPath| {
+        applied
+            .iter()
+            .chain(owned_by_others.iter())
+            .any(|q| q.len() > p.len() && q.starts_with(p))
+    };
     let mut removed: Vec<&FieldPath> = previous_fields
         .iter()
-        .filter(|p| !applied.contains(*p) && !owned_by_others.contains(*p))
+        .filter(|p| !applied.contains(*p) && !owned_by_others.contains(*p) && !kept_below(p))
         .collect();
     removed.sort_by_key(|p| p.len());
     for path in removed {
