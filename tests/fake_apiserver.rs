@@ -4361,3 +4361,67 @@ async fn an_applied_empty_map_is_owned_as_a_leaf() {
         json!({"f:data": {"f:k4": {}}})
     );
 }
+
+/// An apply configuration structured-merge-diff cannot type is the plain 500 `failed to
+/// create typed patch object`: a value of another type, two list-map items with one key, an
+/// item without its key; a key with a schema default addresses the item by the default
+/// without being owned.
+#[tokio::test]
+async fn untypable_apply_configurations_are_500s_and_key_defaults_address_items() {
+    let mut def = widget_resource();
+    let mut schema = (**def.schema.as_ref().unwrap()).clone();
+    schema["properties"]["spec"]["properties"]["files"] = json!({
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["arch"],
+        "items": {"type": "object", "properties": {
+            "arch": {"type": "string", "default": "NoArch"},
+            "content": {"type": "string"}}}
+    });
+    def.schema = Some(std::sync::Arc::new(schema));
+    let server = FakeApiServer::start(Options {
+        extra_resources: vec![def],
+        ..Options::default()
+    });
+    let apply = |manager: &'static str, spec: Value| {
+        let server = &server;
+        async move {
+            admin_call(
+                server,
+                "PATCH",
+                &format!("/apis/example.com/v1/widgets/w?fieldManager={manager}"),
+                "application/apply-patch+yaml",
+                json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                       "metadata": {"name": "w"}, "spec": spec}),
+            )
+            .await
+        }
+    };
+    for spec in [
+        json!({"order": "a"}),
+        json!({"items": [{"name": "x"}, {"name": "x"}]}),
+        json!({"items": [{"value": "no name"}]}),
+    ] {
+        let (code, _, status) = apply("a", spec.clone()).await;
+        assert_eq!(code, 500, "{spec}: {status}");
+        assert!(
+            status["message"].as_str().unwrap().starts_with(
+                "failed to create typed patch object (/w; example.com/v1, Kind=Widget): .spec."
+            ),
+            "{status}"
+        );
+        assert!(status.get("reason").is_none(), "{status}");
+    }
+    let (code, _, _) = apply("a", json!({"files": [{"arch": "AMD64", "content": "x"}]})).await;
+    assert_eq!(code, 201);
+    let (code, _, widget) = apply("b", json!({"files": [{"content": "y"}]})).await;
+    assert_eq!(code, 200, "{widget}");
+    assert_eq!(
+        widget["spec"]["files"],
+        json!([{"arch": "AMD64", "content": "x"}, {"arch": "NoArch", "content": "y"}])
+    );
+    assert_eq!(
+        fields_of(&widget, "b", "Apply", ""),
+        json!({"f:spec": {"f:files": {"k:{\"arch\":\"NoArch\"}": {".": {}, "f:content": {}}}}})
+    );
+}

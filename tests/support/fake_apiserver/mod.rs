@@ -68,8 +68,7 @@
 //! `strategic.rs`), quantities are not canonicalized. Field management: no cap of ten
 //! `Update` managers (`ancient-changes`), no last-applied annotation handling, metadata other
 //! than labels/annotations/finalizers/ownerReferences is not owned by appliers, an apply to a
-//! built-in's `/status` applies only `.status`, a list-map item without its keys makes the list
-//! atomic (Kubernetes rejects it). Defaults are applied on writes, not again on reads (schemas
+//! built-in's `/status` applies only `.status`. Defaults are applied on writes, not again on reads (schemas
 //! never change while a server runs). The CRDs derived from our types carry no `default:`
 //! (schemars adds one per `#[serde(default)]` field; the real CRDs do not).
 #![allow(dead_code, unused_imports)]

@@ -833,13 +833,26 @@ impl Store {
         {
             return Err(ApiError::bad_request("metadata.managedFields must be nil"));
         }
-        let (mut config, unknown) = decode_fields(def, config)?;
-        if !unknown.is_empty() {
-            return Err(undeclared_in_apply(
+        let typed = apply::typed_errors(def, &config);
+        if !typed.is_empty() {
+            return Err(untyped_apply(
                 def,
                 target.namespace.as_deref(),
                 &target.name,
-                &unknown,
+                &typed,
+            ));
+        }
+        let (mut config, unknown) = decode_fields(def, config)?;
+        if !unknown.is_empty() {
+            let errors: Vec<String> = unknown
+                .iter()
+                .map(|path| format!(".{path}: field not declared in schema"))
+                .collect();
+            return Err(untyped_apply(
+                def,
+                target.namespace.as_deref(),
+                &target.name,
+                &errors,
             ));
         }
         match config["metadata"]["name"].as_str() {
@@ -1424,26 +1437,23 @@ fn decode_fields(def: &ResourceDef, body: Value) -> Result<(Value, Vec<String>),
     Ok((object, unknown))
 }
 
-/// An apply configuration with fields its kind does not declare: structured-merge-diff cannot
-/// type it, whatever `fieldValidation` says, and kube-apiserver answers with that plain error
-/// (500, no reason): `failed to create typed patch object (ns/name; group/version, Kind=K):
-/// .spec.x: field not declared in schema`.
-fn undeclared_in_apply(
+/// An apply configuration structured-merge-diff cannot type (fields its kind does not
+/// declare, whatever `fieldValidation` says; values of another type; list-map items without
+/// their keys or with the same key): kube-apiserver answers with that plain error (500, no
+/// reason): `failed to create typed patch object (ns/name; group/version, Kind=K): .spec.x:
+/// field not declared in schema`.
+fn untyped_apply(
     def: &ResourceDef,
     namespace: Option<&str>,
     name: &str,
-    unknown: &[String],
+    errors: &[String],
 ) -> ApiError {
     let version = if def.group.is_empty() {
         format!("/{}", def.version)
     } else {
         format!("{}/{}", def.group, def.version)
     };
-    let errors: Vec<String> = unknown
-        .iter()
-        .map(|path| format!(".{path}: field not declared in schema"))
-        .collect();
-    let detail = match errors.as_slice() {
+    let detail = match errors {
         [one] => one.clone(),
         many => format!("errors:\n  {}", many.join("\n  ")),
     };
