@@ -4425,3 +4425,133 @@ async fn untypable_apply_configurations_are_500s_and_key_defaults_address_items(
         json!({"f:spec": {"f:files": {"k:{\"arch\":\"NoArch\"}": {".": {}, "f:content": {}}}}})
     );
 }
+
+/// A delete that chooses a propagation replaces the garbage collector's finalizers, also on
+/// an object already being deleted: a Background delete of an object an Orphan delete left
+/// waiting removes `orphan`, and with no finalizer left the object goes.
+#[tokio::test]
+async fn a_chosen_propagation_replaces_the_garbage_collector_finalizers() {
+    let server = FakeApiServer::start(Options::default());
+    let path = "/api/v1/namespaces/default/configmaps/c";
+    server
+        .create(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                         "metadata": {"name": "c", "namespace": "default",
+                                      "finalizers": ["example.com/keep"]}}))
+        .unwrap();
+    let delete = |query: &'static str, body: Value| {
+        let server = &server;
+        async move {
+            admin_call(
+                server,
+                "DELETE",
+                &format!("{path}{query}"),
+                "application/json",
+                body,
+            )
+            .await
+        }
+    };
+    let (code, _, cm) = delete("", json!({"propagationPolicy": "Orphan"})).await;
+    assert_eq!(code, 200, "{cm}");
+    assert_eq!(
+        cm["metadata"]["finalizers"],
+        json!(["example.com/keep", "orphan"])
+    );
+    // Deleting again without a choice changes nothing.
+    let (_, _, again) = delete("", Value::Null).await;
+    assert_eq!(
+        again["metadata"]["finalizers"],
+        cm["metadata"]["finalizers"]
+    );
+    let (code, _, cm) = delete("?propagationPolicy=Foreground", Value::Null).await;
+    assert_eq!(code, 200, "{cm}");
+    assert_eq!(
+        cm["metadata"]["finalizers"],
+        json!(["example.com/keep", "foregroundDeletion"])
+    );
+    let (code, _, _) = admin_call(
+        &server,
+        "PATCH",
+        path,
+        "application/merge-patch+json",
+        json!({"metadata": {"finalizers": ["foregroundDeletion"]}}),
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, _, status) = delete("?propagationPolicy=Background", Value::Null).await;
+    assert_eq!(code, 200, "{status}");
+    assert_eq!(status["status"], "Success", "{status}");
+    let (code, _, _) = admin_call(&server, "GET", path, "application/json", Value::Null).await;
+    assert_eq!(code, 404);
+}
+
+/// Built-in details: a Node capacity that is no quantity does not decode (400); a
+/// RoleBinding's roleRef.apiGroup defaults to the RBAC group and its roleRef is atomic; a
+/// ServiceAccount's secrets are a list map keyed by name.
+#[tokio::test]
+async fn quantities_role_refs_and_service_account_secrets() {
+    let server = FakeApiServer::start(Options::default());
+    for (cpu, want) in [("lots", 400), ("1k", 201), ("1.5e3", 201), ("2Ki", 201)] {
+        let (code, _, body) = admin_call(
+            &server,
+            "POST",
+            "/api/v1/nodes",
+            "application/json",
+            json!({"apiVersion": "v1", "kind": "Node",
+                   "metadata": {"name": format!("n-{}", cpu.to_lowercase().replace('.', "-"))},
+                   "status": {"capacity": {"cpu": cpu}}}),
+        )
+        .await;
+        assert_eq!(code, want, "{cpu}: {body}");
+    }
+    let bindings = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings";
+    let (code, _, status) = admin_call(
+        &server,
+        "POST",
+        bindings,
+        "application/json",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "b"}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        cause_fields(&status),
+        [
+            (
+                "roleRef.kind".to_string(),
+                "FieldValueNotSupported".to_string()
+            ),
+            ("roleRef.name".to_string(), "FieldValueRequired".to_string())
+        ]
+    );
+    let (code, _, binding) = admin_call(
+        &server,
+        "POST",
+        bindings,
+        "application/json",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "b"}, "roleRef": {"kind": "Role", "name": "r"}}),
+    )
+    .await;
+    assert_eq!(code, 201, "{binding}");
+    assert_eq!(binding["roleRef"]["apiGroup"], "rbac.authorization.k8s.io");
+    assert_eq!(
+        binding["metadata"]["managedFields"][0]["fieldsV1"],
+        json!({"f:roleRef": {}})
+    );
+    let (code, _, account) = admin_call(
+        &server,
+        "POST",
+        "/api/v1/namespaces/default/serviceaccounts",
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa"},
+               "secrets": [{"name": "x"}]}),
+    )
+    .await;
+    assert_eq!(code, 201, "{account}");
+    assert_eq!(
+        account["metadata"]["managedFields"][0]["fieldsV1"],
+        json!({"f:secrets": {".": {}, "k:{\"name\":\"x\"}": {}}})
+    );
+}

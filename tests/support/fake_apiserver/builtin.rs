@@ -701,7 +701,11 @@ fn service_account_shape() -> Value {
     object(
         "v1.ServiceAccount",
         type_meta(vec![
-            ("secrets", omit(list(any()))),
+            // `+listType=map +listMapKey=name` of atomic object references.
+            (
+                "secrets",
+                omit(list_map(object_reference_shape(), &["name"])),
+            ),
             ("imagePullSecrets", omit(list(any()))),
             ("automountServiceAccountToken", ptr(boolean())),
         ]),
@@ -821,14 +825,15 @@ fn binding_fields() -> Vec<(&'static str, Value)> {
         ),
         (
             "roleRef",
-            object(
+            // `+structType=atomic`.
+            atomic(object(
                 "v1.RoleRef",
                 vec![
                     ("apiGroup", string()),
                     ("kind", string()),
                     ("name", string()),
                 ],
-            ),
+            )),
         ),
     ]
 }
@@ -953,7 +958,7 @@ impl Decoder {
             }
             Some("Quantity") => {
                 return match value {
-                    Value::String(_) => Ok(Some(value.clone())),
+                    Value::String(text) if is_quantity(text) => Ok(Some(value.clone())),
                     Value::Number(n) => Ok(Some(Value::String(n.to_string()))),
                     _ => Err(DecodeError(
                         "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
@@ -1051,6 +1056,30 @@ impl Decoder {
             }
         }
     }
+}
+
+/// Whether `text` parses as a `resource.Quantity`: a signed decimal number and a suffix
+/// (binary `Ki`..`Ei`, decimal `n`..`E`, or an `e`/`E` exponent).
+fn is_quantity(text: &str) -> bool {
+    let body = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let split = body
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(body.len());
+    let (number, suffix) = body.split_at(split);
+    let digits = number.chars().filter(char::is_ascii_digit).count();
+    if digits == 0 || number.matches('.').count() > 1 {
+        return false;
+    }
+    const SUFFIXES: &[&str] = &[
+        "", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
+    ];
+    if SUFFIXES.contains(&suffix) {
+        return true;
+    }
+    suffix
+        .strip_prefix(['e', 'E'])
+        .map(|exp| exp.strip_prefix(['+', '-']).unwrap_or(exp))
+        .is_some_and(|exp| !exp.is_empty() && exp.chars().all(|c| c.is_ascii_digit()))
 }
 
 fn number_desc(value: &Value) -> String {
@@ -1421,6 +1450,16 @@ fn service_prepare_create(service: &mut Value) {
 }
 
 fn binding_defaults(binding: &mut Value) {
+    // SetDefaults_RoleBinding / SetDefaults_ClusterRoleBinding: the RBAC group for the role.
+    let role_ref = ensure(binding, "roleRef");
+    if role_ref
+        .get("apiGroup")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
+        role_ref.insert("apiGroup".into(), json!("rbac.authorization.k8s.io"));
+    }
     // SetDefaults_Subject: the RBAC group for users and groups.
     if let Some(Value::Array(subjects)) = binding.get_mut("subjects") {
         for subject in subjects.iter_mut().filter_map(Value::as_object_mut) {

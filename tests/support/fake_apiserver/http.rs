@@ -764,6 +764,7 @@ async fn resource_request(
                     (None, Some("Foreground")) => Some("foregroundDeletion".into()),
                     _ => None,
                 },
+                propagation_chosen: orphan_dependents.is_some() || policy.is_some(),
             };
             let mut errors = Vec::new();
             if policy.is_some() && orphan_dependents.is_some() {

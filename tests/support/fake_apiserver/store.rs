@@ -140,6 +140,10 @@ pub struct Preconditions {
     /// The finalizer a delete's propagation adds (`foregroundDeletion` for `Foreground`,
     /// `orphan` for `Orphan`): with no garbage collector running it stays, and so does the object.
     pub propagation_finalizer: Option<String>,
+    /// Whether the delete chose a propagation (a policy or `orphanDependents`): then the
+    /// garbage collector's finalizers the object has are replaced by the chosen one
+    /// (`deletionFinalizersForGarbageCollection`), also on an object already being deleted.
+    pub propagation_chosen: bool,
 }
 
 /// Parameters of a LIST.
@@ -946,10 +950,12 @@ impl Store {
             .as_array()
             .cloned()
             .unwrap_or_default();
+        let before = finalizers.clone();
+        if preconditions.propagation_chosen {
+            finalizers.retain(|f| f != "orphan" && f != "foregroundDeletion");
+        }
         if let Some(added) = preconditions.propagation_finalizer.as_deref() {
-            if old["metadata"].get("deletionTimestamp").is_none()
-                && !finalizers.iter().any(|f| f == added)
-            {
+            if !finalizers.iter().any(|f| f == added) {
                 finalizers.push(json!(added));
             }
         }
@@ -976,7 +982,13 @@ impl Store {
             return Ok(self.commit(target, Some(old), Some(marked)));
         }
         if has_finalizers {
-            if old["metadata"].get("deletionTimestamp").is_some() || dry_run {
+            let deleting = old["metadata"].get("deletionTimestamp").is_some();
+            if deleting && finalizers != before && !dry_run {
+                let mut updated = old.clone();
+                updated["metadata"]["finalizers"] = Value::Array(finalizers);
+                return Ok(self.commit(target, Some(old), Some(updated)));
+            }
+            if deleting || dry_run {
                 return Ok(old);
             }
             let mut marked = old.clone();
