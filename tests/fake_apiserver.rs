@@ -4555,3 +4555,42 @@ async fn quantities_role_refs_and_service_account_secrets() {
         json!({"f:secrets": {".": {}, "k:{\"name\":\"x\"}": {}}})
     );
 }
+
+/// JSON merge patches prune the nulls inside what they put in place (evanphx/json-patch's
+/// `MergePatch`): a list item's `null` member is gone, even where the schema allows null.
+#[tokio::test]
+async fn merge_patches_prune_nulls_inside_lists() {
+    let mut def = widget_resource();
+    let mut schema = (**def.schema.as_ref().unwrap()).clone();
+    schema["properties"]["spec"]["properties"]["items"]["items"]["properties"]["note"] =
+        json!({"type": "string", "nullable": true});
+    def.schema = Some(std::sync::Arc::new(schema));
+    let server = FakeApiServer::start(Options {
+        extra_resources: vec![def],
+        ..Options::default()
+    });
+    let widgets = "/apis/example.com/v1/widgets";
+    let (code, _, _) = admin_call(
+        &server,
+        "POST",
+        widgets,
+        "application/json",
+        widget("w", json!({})),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let (code, _, patched) = admin_call(
+        &server,
+        "PATCH",
+        &format!("{widgets}/w"),
+        "application/merge-patch+json",
+        json!({"spec": {"items": [{"name": "a", "note": null}], "mode": null}}),
+    )
+    .await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(
+        patched["spec"]["items"],
+        json!([{"name": "a", "weight": 1}]),
+        "{patched}"
+    );
+}

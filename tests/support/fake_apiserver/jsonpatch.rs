@@ -7,6 +7,10 @@
 //! and `test` of a missing object key act on a missing value (`replace` adds it, `test`
 //! passes only against `null`); array indexes may be negative (counted from the end) for
 //! `add` and `remove`; `-` appends. Errors are texts; the caller answers them with a 422.
+//!
+//! Also JSON merge patches (RFC 7386) as the same library applies them: besides `null`
+//! deleting a key, the nulls inside a value the patch puts in place (a new key, a list, a value
+//! replacing a non-object) are pruned, list items included.
 
 use serde_json::{Map, Value};
 
@@ -192,5 +196,61 @@ fn replace(doc: &mut Value, path: &str, value: Value) -> Result<(), String> {
             Ok(())
         }
         _ => Err(missing_path("replace", path)),
+    }
+}
+
+/// Applies the JSON merge patch `patch` to `doc` (`MergePatch`, with its null pruning).
+pub fn merge_patch(doc: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        let mut replaced = patch.clone();
+        prune_nulls(&mut replaced);
+        *doc = replaced;
+        return;
+    };
+    if !doc.is_object() {
+        let mut replaced = Value::Object(patch.clone());
+        prune_nulls(&mut replaced);
+        *doc = replaced;
+        return;
+    }
+    let Value::Object(target) = doc else {
+        return;
+    };
+    for (key, value) in patch {
+        if value.is_null() {
+            target.remove(key);
+            continue;
+        }
+        match target.get_mut(key) {
+            None => {
+                let mut added = value.clone();
+                prune_nulls(&mut added);
+                target.insert(key.clone(), added);
+            }
+            // `merge`: onto an object, an object patch merges and anything else replaces as
+            // sent; onto anything else, the patch replaces with its nulls pruned.
+            Some(current @ Value::Object(_)) if value.is_object() => merge_patch(current, value),
+            Some(current @ Value::Object(_)) => *current = value.clone(),
+            Some(current) => {
+                let mut replaced = value.clone();
+                prune_nulls(&mut replaced);
+                *current = replaced;
+            }
+        }
+    }
+}
+
+/// `pruneNulls`: drops null members of objects and null items of lists, at any depth.
+fn prune_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(prune_nulls);
+        }
+        Value::Array(items) => {
+            items.retain(|v| !v.is_null());
+            items.iter_mut().for_each(prune_nulls);
+        }
+        _ => {}
     }
 }

@@ -761,7 +761,7 @@ impl Store {
                     return Err(ApiError::bad_request("Invalid JSON Patch"));
                 }
                 if patch_type == PatchType::Merge {
-                    json_patch::merge(&mut patched, &patch);
+                    jsonpatch::merge_patch(&mut patched, &patch);
                 } else {
                     let shape = def.builtin.map(|k| k.shape());
                     strategic::apply(&mut patched, &patch, shape)?;
