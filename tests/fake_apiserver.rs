@@ -4594,3 +4594,53 @@ async fn merge_patches_prune_nulls_inside_lists() {
         "{patched}"
     );
 }
+
+/// An integer beyond its `int32` format, or with a fraction, is reported by kube-openapi's
+/// format check on the object holding it (`spec`: "... in count"); a fraction is also a type
+/// error naming the format and float64.
+#[tokio::test]
+async fn int32_fields_are_checked_on_their_parent() {
+    let mut def = widget_resource();
+    let mut schema = (**def.schema.as_ref().unwrap()).clone();
+    schema["properties"]["spec"]["properties"]["count"] =
+        json!({"type": "integer", "format": "int32"});
+    def.schema = Some(std::sync::Arc::new(schema));
+    let server = FakeApiServer::start(Options {
+        extra_resources: vec![def],
+        ..Options::default()
+    });
+    for (count, causes) in [
+        (json!(4294967296u64), vec![("spec", "FieldValueInvalid")]),
+        (
+            json!(1.5),
+            vec![
+                ("spec", "FieldValueInvalid"),
+                ("spec.count", "FieldValueTypeInvalid"),
+            ],
+        ),
+    ] {
+        let (code, _, status) = admin_call(
+            &server,
+            "POST",
+            "/apis/example.com/v1/widgets",
+            "application/json",
+            widget("w", json!({"count": count})),
+        )
+        .await;
+        assert_eq!(code, 422, "{count}: {status}");
+        let want: Vec<(String, String)> = causes
+            .iter()
+            .map(|(f, r)| (f.to_string(), r.to_string()))
+            .collect();
+        assert_eq!(cause_fields(&status), want, "{count}: {status}");
+        assert!(
+            status["details"]["causes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["message"]
+                    == "Invalid value: \"\": Checked value must be of type integer with format int32 in count"),
+            "{status}"
+        );
+    }
+}

@@ -452,7 +452,22 @@ impl Validator {
             "boolean" => value.is_boolean(),
             _ => true,
         };
-        if !ok {
+        if !ok && wanted == "integer" && value.is_number() {
+            // A fraction: kube-openapi's type check names the format and Go's float64, and
+            // its format check reports the value as well.
+            let format = schema.get("format").and_then(Value::as_str);
+            self.errors.push(FieldError::new(
+                ErrorType::TypeInvalid,
+                path,
+                BadValue::Str("float64".into()),
+                format!(
+                    "{} in body must be of type {}: \"float64\"",
+                    shown(path),
+                    format.unwrap_or("integer")
+                ),
+            ));
+            self.check_number(value, schema, path);
+        } else if !ok {
             self.type_error(path, value, wanted);
         }
         ok
@@ -526,14 +541,19 @@ impl Validator {
                 _ => value.as_i64().is_some() || n.fract() == 0.0 && n.abs() < 9.2e18,
             };
             if !fits {
-                let detail = match format {
-                    Some(f) => format!(
-                        "Checked value must be of type integer with format {f} in {}",
-                        shown(path)
-                    ),
-                    None => format!("Checked value must be of type integer in {}", shown(path)),
+                // Reported on the object holding the field, naming the field in it (the root
+                // prints as `<nil>`).
+                let (parent, field) = match path.rsplit_once('.') {
+                    Some((parent, field)) => (parent, field),
+                    None => ("<nil>", path),
                 };
-                self.invalid("<nil>", BadValue::Str(String::new()), detail);
+                let detail = match format {
+                    Some(f) => {
+                        format!("Checked value must be of type integer with format {f} in {field}")
+                    }
+                    None => format!("Checked value must be of type integer in {field}"),
+                };
+                self.invalid(parent, BadValue::Str(String::new()), detail);
             }
         }
         let exclusive_max = is_true(schema, "exclusiveMaximum");
