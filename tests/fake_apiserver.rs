@@ -1772,24 +1772,27 @@ async fn apply_conflicts_with_the_creator_of_a_field() {
 async fn extra_resources_can_be_registered() {
     use support::fake_apiserver::ResourceDef;
     let server = FakeApiServer::start(Options {
-        extra_resources: vec![ResourceDef::builtin("", "events", "Event", true, false)],
+        extra_resources: vec![ResourceDef::builtin(
+            "",
+            "podtemplates",
+            "PodTemplate",
+            true,
+            false,
+        )],
         ..Options::default()
     });
-    let api: Api<k8s_openapi::api::core::v1::Event> =
+    let api: Api<k8s_openapi::api::core::v1::PodTemplate> =
         Api::namespaced(server.client().await, "default");
-    let event = k8s_openapi::api::core::v1::Event {
+    let template = k8s_openapi::api::core::v1::PodTemplate {
         metadata: ObjectMeta {
-            name: Some("e1".into()),
+            name: Some("t1".into()),
             ..Default::default()
         },
-        reason: Some("Test".into()),
         ..Default::default()
     };
-    api.create(&PostParams::default(), &event)
+    api.create(&PostParams::default(), &template)
         .await
-        .expect("create event");
-    // (Listed through the typed API: the kind `Event` alone names events.k8s.io's, served
-    // by default.)
+        .expect("create pod template");
     assert_eq!(api.list(&Default::default()).await.unwrap().items.len(), 1);
     let duplicate = FakeApiServer::try_start(Options {
         extra_resources: vec![ResourceDef::builtin(
@@ -4642,5 +4645,119 @@ async fn int32_fields_are_checked_on_their_parent() {
                     == "Invalid value: \"\": Checked value must be of type integer with format int32 in count"),
             "{status}"
         );
+    }
+}
+
+/// Core v1 Events and events.k8s.io Events are one storage served by two APIs: each reads
+/// the other's objects in its own form (involvedObject/regarding, message/note, source/
+/// deprecatedSource, ...; managedFields as written), selects on its own field labels (core
+/// `source`: the source component, else the reporting controller), and validates a write by
+/// its own rules (a core Event needs no eventTime, type or reporting controller).
+#[tokio::test]
+async fn core_and_events_k8s_io_events_share_their_storage() {
+    let server = FakeApiServer::start(Options::default());
+    let core = "/api/v1/namespaces/default/events";
+    let events = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let (code, _, created) = admin_call(
+        &server,
+        "POST",
+        events,
+        "application/json",
+        json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "new"},
+               "eventTime": "2026-11-25T03:00:00.000000Z", "action": "Serve", "reason": "R",
+               "type": "Normal", "note": "served", "reportingController": "example.com/c",
+               "reportingInstance": "i",
+               "regarding": {"apiVersion": "v1", "kind": "Pod", "name": "p", "namespace": "default"}}),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    let (code, _, as_core) = admin_call(
+        &server,
+        "GET",
+        &format!("{core}/new"),
+        "application/json",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(code, 200, "{as_core}");
+    assert_eq!(as_core["apiVersion"], "v1");
+    assert_eq!(as_core["message"], "served");
+    assert_eq!(as_core["involvedObject"]["name"], "p");
+    assert_eq!(as_core["reportingComponent"], "example.com/c");
+    assert_eq!(as_core["source"], json!({}));
+    assert_eq!(
+        as_core["metadata"]["managedFields"],
+        created["metadata"]["managedFields"]
+    );
+
+    let (code, _, minimal) = admin_call(
+        &server,
+        "POST",
+        core,
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "old"},
+               "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+               "message": "started", "count": 1, "type": "Info",
+               "source": {"component": "kubelet", "host": "n1"}}),
+    )
+    .await;
+    assert_eq!(code, 201, "{minimal}");
+    assert_eq!(minimal["reportingComponent"], "");
+    assert_eq!(minimal["eventTime"], Value::Null);
+    let (code, _, as_new) = admin_call(
+        &server,
+        "GET",
+        &format!("{events}/old"),
+        "application/json",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(code, 200, "{as_new}");
+    assert_eq!(as_new["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(as_new["note"], "started");
+    assert_eq!(as_new["deprecatedCount"], 1);
+    assert_eq!(
+        as_new["deprecatedSource"],
+        json!({"component": "kubelet", "host": "n1"})
+    );
+
+    let (code, _, status) = admin_call(
+        &server,
+        "POST",
+        core,
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "elsewhere"},
+               "involvedObject": {"kind": "Pod", "name": "p", "namespace": "other"}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        cause_fields(&status),
+        [(
+            "involvedObject.namespace".to_string(),
+            "FieldValueInvalid".to_string()
+        )]
+    );
+
+    for (selector, names) in [
+        ("source%3Dexample.com%2Fc", vec!["new"]),
+        ("source%3Dkubelet", vec!["old"]),
+        ("involvedObject.name%3Dp", vec!["new", "old"]),
+    ] {
+        let (code, _, list) = admin_call(
+            &server,
+            "GET",
+            &format!("{core}?fieldSelector={selector}"),
+            "application/json",
+            Value::Null,
+        )
+        .await;
+        assert_eq!(code, 200, "{selector}: {list}");
+        assert_eq!(item_names(&list), names, "{selector}");
+        assert!(list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e.get("involvedObject").is_some()));
     }
 }

@@ -37,7 +37,9 @@ pub struct Kind {
     /// `AllowCreateOnUpdate`: a PUT of a missing object creates it.
     pub create_on_update: bool,
     /// The field selector labels the kind's field label conversion accepts, with the value an
-    /// object without the field has (`strconv.FormatBool(false)` for an unset bool).
+    /// object without the field has (`strconv.FormatBool(false)` for an unset bool); a label
+    /// selecting on another field than its name is written `label=path|path` (see
+    /// `selectors.rs`).
     pub field_labels: &'static [(&'static str, &'static str)],
     /// Whether a delete answers with the deleted object instead of a `Status`.
     pub returns_deleted_object: bool,
@@ -253,6 +255,39 @@ static KINDS: &[Kind] = &[
         prepare_create: lease_prepare_create,
         validate: validate_lease,
         validate_update: validate_lease_update,
+        admit_create: none,
+    },
+    Kind {
+        group: "",
+        internal_group: "",
+        plural: "events",
+        kind: "Event",
+        namespaced: true,
+        status_subresource: false,
+        shape: core_event_shape,
+        name_rule: NameRule::DnsSubdomain,
+        unconditional_update: true,
+        create_on_update: true,
+        field_labels: &[
+            ("metadata.name", ""),
+            ("metadata.namespace", ""),
+            ("involvedObject.kind", ""),
+            ("involvedObject.namespace", ""),
+            ("involvedObject.name", ""),
+            ("involvedObject.uid", ""),
+            ("involvedObject.apiVersion", ""),
+            ("involvedObject.resourceVersion", ""),
+            ("involvedObject.fieldPath", ""),
+            ("reason", ""),
+            ("reportingComponent", ""),
+            ("source=source.component|reportingComponent", ""),
+            ("type", ""),
+        ],
+        returns_deleted_object: false,
+        defaults: none,
+        prepare_create: none,
+        validate: validate_core_event,
+        validate_update: validate_core_event_update,
         admit_create: none,
     },
     Kind {
@@ -746,6 +781,85 @@ fn object_reference_shape() -> Value {
             ("fieldPath", omit(string())),
         ],
     ))
+}
+
+/// The core `v1.Event`: the same stored object as events.k8s.io's, other field names.
+fn core_event_shape() -> Value {
+    object(
+        "v1.Event",
+        type_meta(vec![
+            ("involvedObject", object_reference_shape()),
+            ("reason", omit(string())),
+            ("message", omit(string())),
+            (
+                "source",
+                omit(object(
+                    "v1.EventSource",
+                    vec![("component", omit(string())), ("host", omit(string()))],
+                )),
+            ),
+            ("firstTimestamp", omit(time())),
+            ("lastTimestamp", omit(time())),
+            ("count", omit(int32())),
+            ("type", omit(string())),
+            ("eventTime", micro_time()),
+            (
+                "series",
+                ptr(object(
+                    "v1.EventSeries",
+                    vec![("count", int32()), ("lastObservedTime", micro_time())],
+                )),
+            ),
+            ("action", omit(string())),
+            ("related", ptr(object_reference_shape())),
+            ("reportingComponent", string()),
+            ("reportingInstance", string()),
+        ]),
+    )
+}
+
+/// Core `v1.Event` fields and their events.k8s.io names (the rest are the same).
+const EVENT_FIELDS: &[(&str, &str)] = &[
+    ("involvedObject", "regarding"),
+    ("message", "note"),
+    ("source", "deprecatedSource"),
+    ("firstTimestamp", "deprecatedFirstTimestamp"),
+    ("lastTimestamp", "deprecatedLastTimestamp"),
+    ("count", "deprecatedCount"),
+    ("reportingComponent", "reportingController"),
+];
+
+/// A stored object as `kind` serves it: objects of two APIs that share their storage (core and
+/// events.k8s.io Events) are converted field by field; any other object is served as stored.
+pub fn convert(kind: &Kind, object: &Value) -> Value {
+    let api_version = if kind.group.is_empty() {
+        "v1".to_string()
+    } else {
+        format!("{}/v1", kind.group)
+    };
+    let stored = object["apiVersion"].as_str().unwrap_or_default();
+    if kind.kind != "Event" || stored == api_version || object["kind"] != "Event" {
+        return object.clone();
+    }
+    let Value::Object(map) = object else {
+        return object.clone();
+    };
+    let to_core = kind.group.is_empty();
+    let mut out = Map::new();
+    for (field, value) in map {
+        let renamed = EVENT_FIELDS.iter().find_map(|(core, new)| {
+            if to_core && field == new {
+                Some(*core)
+            } else if !to_core && field == core {
+                Some(*new)
+            } else {
+                None
+            }
+        });
+        out.insert(renamed.unwrap_or(field).to_string(), value.clone());
+    }
+    out.insert("apiVersion".into(), json!(api_version));
+    encode(kind, &Value::Object(out), Encoding::Json)
 }
 
 fn event_shape() -> Value {
@@ -2078,6 +2192,37 @@ fn legacy_event(event: &Value) -> Vec<FieldError> {
             BadValue::Str(namespace.into()),
             msg,
         ));
+    }
+    errs
+}
+
+/// `ValidateEventCreate` of a core v1 request: only the legacy rules (on the events.k8s.io
+/// form, the reporting controller named `reportingComponent`) and ObjectMeta.
+fn validate_core_event(event: &Value) -> Vec<FieldError> {
+    let mut errs = core_legacy_event(event);
+    errs.extend(meta::validate_create(
+        &event["metadata"],
+        true,
+        NameRule::DnsSubdomain,
+    ));
+    errs
+}
+
+fn validate_core_event_update(new: &Value, old: &Value) -> Vec<FieldError> {
+    let mut errs = core_legacy_event(new);
+    errs.extend(meta_update(new, old));
+    errs
+}
+
+fn core_legacy_event(event: &Value) -> Vec<FieldError> {
+    let Some(events) = lookup("events.k8s.io", "Event") else {
+        return Vec::new();
+    };
+    let mut errs = legacy_event(&convert(events, event));
+    for err in &mut errs {
+        if err.field == "reportingController" {
+            err.field = "reportingComponent".into();
+        }
     }
     errs
 }

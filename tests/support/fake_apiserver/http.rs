@@ -23,8 +23,8 @@ use super::registry::{ResourceDef, ResourceId};
 use super::selectors::{FieldSelector, LabelSelector, Selectors};
 use super::status::{go_quote, ApiError, BadValue, FieldError};
 use super::store::{
-    now_rfc3339, parse_json, FieldValidation, ListParams, PatchType, Preconditions, Scope, Target,
-    WriteParams,
+    now_rfc3339, parse_json, served_as, FieldValidation, ListParams, PatchType, Preconditions,
+    Scope, Target, WriteParams,
 };
 use super::watch::{partial_metadata, WatchParams, WatchStream};
 use super::{RequestRecord, Shared};
@@ -572,10 +572,11 @@ async fn resource_request(
                 .ok_or_else(|| {
                     ApiError::not_found(&def, path.name.as_deref().unwrap_or_default())
                 })?;
+            let object = served_as(&def, object);
             let object = if metadata_only {
-                partial_metadata(object)
+                partial_metadata(&object)
             } else {
-                object.clone()
+                object
             };
             Ok(json_response(StatusCode::OK, &object, &[]))
         }

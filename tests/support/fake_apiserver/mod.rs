@@ -10,7 +10,9 @@
 //! - `registry.rs`: the built-in kinds of `builtin.rs` and the CRDs derived from our API
 //!   types, or the real ones from the upstream tier via [`Options::crd_dir`] (Routes
 //!   optional); discovery documents.
-//! - `store.rs`: objects keyed by resource/namespace/name, one global resourceVersion; each
+//! - `store.rs`: objects keyed by resource/namespace/name (two APIs of one kind, core and
+//!   events.k8s.io Events, share a storage and read each other's objects converted), one
+//!   global resourceVersion; each
 //!   write runs kube-apiserver's stages in its order (decode, the body's namespace, field
 //!   management, admission with namespace existence, `PrepareForCreate`/`BeforeUpdate`,
 //!   validation, resourceVersion rules, storage); get/list (selectors, limit/continue), create,
@@ -125,7 +127,8 @@ pub struct Options {
     /// CRD directory (e.g. the real CRDs, `support::upstream::crds()`); `None` serves the CRDs
     /// derived from our own API types.
     pub crd_dir: Option<PathBuf>,
-    /// More resources to serve, e.g. `ResourceDef::builtin("", "events", "Event", true, false)`.
+    /// More resources to serve, e.g. `ResourceDef::builtin("", "podtemplates", "PodTemplate",
+    /// true, false)` (stored as sent).
     pub extra_resources: Vec<ResourceDef>,
 }
 
@@ -242,7 +245,14 @@ impl FakeApiServer {
             .local_addr()
             .map_err(|e| format!("local_addr: {e}"))?;
         let namespaces = registry.find("", "v1", "namespaces");
-        let store = Store::new(registry.len(), options.history_limit, namespaces);
+        let mut store = Store::new(registry.len(), options.history_limit, namespaces);
+        // Core and events.k8s.io Events are one storage served by two APIs.
+        if let (Some(core), Some(events)) = (
+            registry.find("", "v1", "events"),
+            registry.find("events.k8s.io", "v1", "events"),
+        ) {
+            store.share(core, events);
+        }
         let shared = Arc::new(Shared {
             registry,
             tokens: Mutex::new(authz::Tokens::default()),

@@ -118,7 +118,8 @@ pub struct Registry {
 impl Registry {
     /// The resources the machine-config-server and its tests touch: the built-in kinds of
     /// [`super::builtin`] (core nodes, namespaces, configmaps, secrets, services,
-    /// serviceaccounts; coordination leases; events.k8s.io events; RBAC roles and bindings);
+    /// serviceaccounts; coordination leases; core and events.k8s.io events, one storage; RBAC roles
+    /// and bindings);
     /// every CRD of `crd_dir` (default: the CRDs derived from our own API types,
     /// [`derived_crds`]; Routes only when `with_routes`, to model a plain Kubernetes cluster
     /// without OpenShift's route API).

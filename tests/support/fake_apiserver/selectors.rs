@@ -159,7 +159,8 @@ fn equality(key: &str, value: &str) -> Option<(String, String)> {
 /// object without the field has.
 #[derive(Clone, Debug, PartialEq)]
 struct FieldRequirement {
-    path: String,
+    /// The fields the label reads, the first set one deciding.
+    paths: Vec<String>,
     equal: bool,
     value: String,
     unset: String,
@@ -188,13 +189,23 @@ impl FieldSelector {
                 )));
             };
             let field = field.trim();
-            let Some((_, unset)) = labels.iter().find(|(label, _)| *label == field) else {
+            // A label is its field's path, or `label=path|path`: the first of those fields
+            // that is set (core Events' `source`: the source component, else the reporting
+            // component).
+            let Some((spec, unset)) = labels
+                .iter()
+                .find(|(label, _)| label.split('=').next() == Some(field))
+            else {
                 return Err(ApiError::bad_request(format!(
                     "field label not supported: {field}"
                 )));
             };
             requirements.push(FieldRequirement {
-                path: field.to_string(),
+                paths: spec
+                    .split_once('=')
+                    .map_or(vec![field.to_string()], |(_, paths)| {
+                        paths.split('|').map(str::to_string).collect()
+                    }),
                 equal,
                 value: value.trim().to_string(),
                 unset: unset.to_string(),
@@ -205,16 +216,21 @@ impl FieldSelector {
 
     pub fn matches(&self, object: &Value) -> bool {
         self.0.iter().all(|req| {
-            let found = req
-                .path
-                .split('.')
-                .try_fold(object, |v, segment| v.get(segment));
-            let actual = match found {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Bool(b)) => b.to_string(),
-                Some(Value::Number(n)) => n.to_string(),
-                _ => req.unset.clone(),
-            };
+            let actual = req
+                .paths
+                .iter()
+                .find_map(|path| {
+                    let found = path
+                        .split('.')
+                        .try_fold(object, |v, segment| v.get(segment));
+                    match found {
+                        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+                        Some(Value::Bool(b)) => Some(b.to_string()),
+                        Some(Value::Number(n)) => Some(n.to_string()),
+                        _ => None,
+                    }
+                })
+                .unwrap_or_else(|| req.unset.clone());
             (actual == req.value) == req.equal
         })
     }

@@ -173,6 +173,9 @@ pub struct Store {
     uid_counter: u64,
     /// The Namespace resource, when served: namespaced creates need their namespace.
     namespaces: Option<ResourceId>,
+    /// Where each resource's objects are kept: its own id, or that of the resource it shares
+    /// its storage with (core and events.k8s.io Events).
+    slots: Vec<ResourceId>,
 }
 
 impl Store {
@@ -194,7 +197,24 @@ impl Store {
             uid_seed,
             uid_counter: 0,
             namespaces,
+            slots: (0..resources).collect(),
         }
+    }
+
+    /// The storage slot of resource `id` (what its changes are published under).
+    pub fn slot(&self, id: ResourceId) -> ResourceId {
+        self.slots[id]
+    }
+
+    /// Serves resource `id` from the storage of resource `with` (two APIs of one kind).
+    pub fn share(&mut self, id: ResourceId, with: ResourceId) {
+        self.slots[id] = self.slots[with];
+    }
+
+    /// The stored object as resource `def` serves it (converted when another API stored it).
+    fn get_as(&self, def: &ResourceDef, target: &Target) -> Option<Value> {
+        let stored = self.get(target.id, target.namespace.as_deref(), &target.name)?;
+        Some(served_as(def, stored))
     }
 
     /// The current global resourceVersion.
@@ -224,7 +244,8 @@ impl Store {
     }
 
     pub fn get(&self, id: ResourceId, namespace: Option<&str>, name: &str) -> Option<&Value> {
-        self.objects[id].get(&(namespace.unwrap_or_default().to_string(), name.to_string()))
+        self.objects[self.slots[id]]
+            .get(&(namespace.unwrap_or_default().to_string(), name.to_string()))
     }
 
     /// Objects of a resource (in one namespace, or all), sorted by namespace and name.
@@ -233,7 +254,7 @@ impl Store {
         id: ResourceId,
         namespace: Option<&'a str>,
     ) -> impl Iterator<Item = &'a Value> + 'a {
-        self.objects[id]
+        self.objects[self.slots[id]]
             .iter()
             .filter(move |((ns, _), _)| namespace.is_none_or(|want| want == ns))
             .map(|(_, v)| v)
@@ -279,11 +300,12 @@ impl Store {
         // The watch cache serves resourceVersion=0 whole, whatever the limit.
         let limit = params.limit.filter(|_| !from_cache);
         let mut items = Vec::new();
-        for (i, (_, key, obj)) in keyed.iter().enumerate() {
-            if !params.selectors.matches(obj) {
+        for (i, (_, key, stored)) in keyed.iter().enumerate() {
+            let obj = served_as(def, stored);
+            if !params.selectors.matches(&obj) {
                 continue;
             }
-            items.push((*obj).clone());
+            items.push(obj);
             if limit.is_some_and(|l| items.len() >= l) && i + 1 < keyed.len() {
                 // The page is full and more keys follow (matching or not): the list continues
                 // after this one; how many remain is only known without selectors.
@@ -303,12 +325,12 @@ impl Store {
     /// The objects of resource `id` as they were at `revision`: the current ones with the
     /// history's later changes undone (`revision` is at least `oldest_resumable`).
     fn objects_at(&self, id: ResourceId, revision: u64) -> BTreeMap<ObjectKey, Value> {
-        let mut objects = self.objects[id].clone();
+        let mut objects = self.objects[self.slots[id]].clone();
         for change in self.history.iter().rev() {
             if change.revision <= revision {
                 break;
             }
-            if change.resource != id {
+            if change.resource != self.slots[id] {
                 continue;
             }
             let name = change.object["metadata"]["name"]
@@ -553,10 +575,7 @@ impl Store {
     ) -> Result<WriteOutcome, ApiError> {
         let (object, warnings) = decode(def, body, params)?;
         check_name(target, &object)?;
-        let Some(old) = self
-            .get(target.id, target.namespace.as_deref(), &target.name)
-            .cloned()
-        else {
+        let Some(old) = self.get_as(def, target) else {
             let creates = def.builtin.is_some_and(|k| k.create_on_update);
             if creates && scope == Scope::Main {
                 let mut object = object;
@@ -749,8 +768,7 @@ impl Store {
         params: &WriteParams,
     ) -> Result<WriteOutcome, ApiError> {
         let old = self
-            .get(target.id, target.namespace.as_deref(), &target.name)
-            .cloned()
+            .get_as(def, target)
             .ok_or_else(|| ApiError::not_found(def, &target.name))?;
         let mut patched = old.clone();
         match patch_type {
@@ -870,9 +888,7 @@ impl Store {
             None => config["metadata"]["name"] = json!(target.name),
         }
         ensure_namespace_matches(def, target.namespace.as_deref(), &mut config)?;
-        let old = self
-            .get(target.id, target.namespace.as_deref(), &target.name)
-            .cloned();
+        let old = self.get_as(def, target);
         if scope == Scope::Status && old.is_none() {
             return Err(ApiError::not_found(def, &target.name));
         }
@@ -919,8 +935,7 @@ impl Store {
         dry_run: bool,
     ) -> Result<Value, ApiError> {
         let old = self
-            .get(target.id, target.namespace.as_deref(), &target.name)
-            .cloned()
+            .get_as(def, target)
             .ok_or_else(|| ApiError::not_found(def, &target.name))?;
         if let Some(uid) = preconditions.uid.as_deref() {
             let actual = old["metadata"]["uid"].as_str().unwrap_or_default();
@@ -1036,7 +1051,7 @@ impl Store {
         selectors: &Selectors,
         dry_run: bool,
     ) -> Result<Value, ApiError> {
-        let names: Vec<(String, String)> = self.objects[id]
+        let names: Vec<(String, String)> = self.objects[self.slots[id]]
             .iter()
             .filter(|((ns, _), _)| namespace.is_none_or(|want| want == ns))
             .filter(|(_, obj)| selectors.matches(obj))
@@ -1093,12 +1108,12 @@ impl Store {
         ensure_object(&mut object, "metadata")
             .insert("resourceVersion".into(), json!(revision.to_string()));
         if kind == ChangeKind::Deleted {
-            self.objects[target.id].remove(&key);
+            self.objects[self.slots[target.id]].remove(&key);
         } else {
-            self.objects[target.id].insert(key.clone(), object.clone());
+            self.objects[self.slots[target.id]].insert(key.clone(), object.clone());
         }
         let change = Arc::new(Change {
-            resource: target.id,
+            resource: self.slots[target.id],
             namespace: key.0,
             kind,
             object: object.clone(),
@@ -1891,6 +1906,15 @@ fn same_content(old: &Value, new: &Value) -> bool {
         v
     };
     strip(old) == strip(new)
+}
+
+/// A stored object as resource `def` serves it: a built-in kind's objects stored through another
+/// API of the same storage are converted to this one's form.
+pub fn served_as(def: &ResourceDef, stored: &Value) -> Value {
+    match def.builtin {
+        Some(kind) => builtin::convert(kind, stored),
+        None => stored.clone(),
+    }
 }
 
 /// `ValidateListOptions`: `resourceVersionMatch` needs a resourceVersion, is one of its values,
