@@ -4761,3 +4761,30 @@ async fn core_and_events_k8s_io_events_share_their_storage() {
             .all(|e| e.get("involvedObject").is_some()));
     }
 }
+
+/// A custom resource's apply configuration is typed, not decoded: a `null` it sends is not
+/// pruned but merged, and a field that may not be null fails validation (422).
+#[tokio::test]
+async fn an_applied_null_reaches_validation() {
+    let server = FakeApiServer::start(Options {
+        extra_resources: vec![widget_resource()],
+        ..Options::default()
+    });
+    let (code, _, status) = admin_call(
+        &server,
+        "PATCH",
+        "/apis/example.com/v1/widgets/w?fieldManager=m",
+        "application/apply-patch+yaml",
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+               "spec": {"tags": ["a"], "order": null}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        cause_fields(&status),
+        [(
+            "spec.order".to_string(),
+            "FieldValueTypeInvalid".to_string()
+        )]
+    );
+}

@@ -864,7 +864,13 @@ impl Store {
                 &typed,
             ));
         }
+        let sent = config.clone();
         let (mut config, unknown) = decode_fields(def, config)?;
+        if def.is_custom() {
+            // The apply configuration is typed, not decoded: its nulls are not pruned, and
+            // reach validation with the merged object.
+            restore_nulls(&mut config, &sent);
+        }
         if !unknown.is_empty() {
             let errors: Vec<String> = unknown
                 .iter()
@@ -1462,6 +1468,23 @@ fn decode_fields(def: &ResourceDef, body: Value) -> Result<(Value, Vec<String>),
     }
     unknown.sort();
     Ok((object, unknown))
+}
+
+/// Puts back the `null` members of `sent` that decoding dropped from `decoded`, where the
+/// object holding them survived.
+fn restore_nulls(decoded: &mut Value, sent: &Value) {
+    let (Value::Object(decoded), Value::Object(sent)) = (decoded, sent) else {
+        return;
+    };
+    for (key, value) in sent {
+        match (value, decoded.get_mut(key)) {
+            (Value::Null, None) if key != "metadata" => {
+                decoded.insert(key.clone(), Value::Null);
+            }
+            (Value::Object(_), Some(child)) => restore_nulls(child, value),
+            _ => {}
+        }
+    }
 }
 
 /// An apply configuration structured-merge-diff cannot type (fields its kind does not
