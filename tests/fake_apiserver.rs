@@ -4788,3 +4788,37 @@ async fn an_applied_null_reaches_validation() {
         )]
     );
 }
+
+/// A Namespace's `/finalize` subresource replaces its spec finalizers (which the main
+/// resource keeps), keeps its status, and records the writer under the subresource
+/// `finalize`; it serves only updates.
+#[tokio::test]
+async fn the_namespace_finalize_subresource_sets_spec_finalizers() {
+    let server = FakeApiServer::start(Options::default());
+    create_namespaces(&server, &["n"]);
+    let (code, _, namespace) = admin_call(
+        &server,
+        "PUT",
+        "/api/v1/namespaces/n/finalize",
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"},
+               "spec": {"finalizers": ["example.com/x"]}, "status": {"phase": "Terminating"}}),
+    )
+    .await;
+    assert_eq!(code, 200, "{namespace}");
+    assert_eq!(namespace["spec"]["finalizers"], json!(["example.com/x"]));
+    assert_eq!(namespace["status"]["phase"], "Active");
+    assert_eq!(
+        fields_of(&namespace, "unknown", "Update", "finalize"),
+        json!({"f:spec": {"f:finalizers": {}}})
+    );
+    let (code, _, _) = admin_call(
+        &server,
+        "PATCH",
+        "/api/v1/namespaces/n/finalize",
+        "application/merge-patch+json",
+        json!({"spec": {"finalizers": []}}),
+    )
+    .await;
+    assert_eq!(code, 405);
+}

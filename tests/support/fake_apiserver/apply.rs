@@ -365,6 +365,8 @@ fn in_scope(def: &ResourceDef, field: &str, scope: Scope) -> bool {
         (_, "apiVersion" | "kind" | "metadata") => false,
         (Scope::Status, "status") => true,
         (Scope::Status, _) => false,
+        (Scope::Finalize, "status") => false,
+        (Scope::Finalize, _) => true,
         (Scope::Main, "status") => !def.status_subresource,
         (Scope::Main, _) => true,
     }
@@ -380,7 +382,7 @@ fn owned_fields(def: &ResourceDef, object: &Value, scope: Scope) -> FieldSet {
         return out;
     };
     let mut prefix = Vec::new();
-    if scope == Scope::Main {
+    if scope != Scope::Status {
         if let Some(Value::Object(meta)) = map.get("metadata") {
             let shape = Shape(Some(metadata_shape()));
             prefix.push(Element::Field("metadata".into()));
@@ -949,6 +951,7 @@ fn subresource(scope: Scope) -> Option<&'static str> {
     match scope {
         Scope::Main => None,
         Scope::Status => Some("status"),
+        Scope::Finalize => Some("finalize"),
     }
 }
 
@@ -1019,7 +1022,8 @@ fn scoped_config(def: &ResourceDef, config: &Value, scope: Scope) -> Value {
             let mut kept = Map::new();
             for (field, value) in meta {
                 let identity = field == "name" || field == "namespace";
-                if identity || (scope == Scope::Main && MANAGED_METADATA.contains(&field.as_str()))
+                if identity
+                    || (scope != Scope::Status && MANAGED_METADATA.contains(&field.as_str()))
                 {
                     kept.insert(field.clone(), value.clone());
                 }

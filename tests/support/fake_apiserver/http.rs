@@ -366,6 +366,7 @@ fn resource_route(shared: &Shared, path: &str) -> Result<Route, ApiError> {
     match subresource.as_deref() {
         None => {}
         Some("status") if def.status_subresource => {}
+        Some("finalize") if def.group.is_empty() && def.plural == "namespaces" => {}
         Some("token") if def.group.is_empty() && def.plural == "serviceaccounts" => {}
         Some(_) => return Err(ApiError::unknown_resource()),
     }
@@ -542,10 +543,12 @@ async fn resource_request(
             return Err(ApiError::generic(405));
         }
     }
-    let scope = if path.subresource.is_some() {
-        Scope::Status
-    } else {
-        Scope::Main
+    let scope = match path.subresource.as_deref() {
+        None => Scope::Main,
+        Some("finalize") if verb == "update" => Scope::Finalize,
+        // The finalize subresource serves only updates.
+        Some("finalize") => return Err(ApiError::generic(405)),
+        Some(_) => Scope::Status,
     };
     let target = || Target {
         id: path.id,

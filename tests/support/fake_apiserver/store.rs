@@ -121,6 +121,9 @@ pub enum Scope {
     Main,
     /// The `/status` subresource: only `.status`.
     Status,
+    /// A Namespace's `/finalize` subresource: everything but `.status` (its strategy keeps
+    /// the stored status), recorded under the subresource `finalize`.
+    Finalize,
 }
 
 /// The result of a write: the stored object, whether it was created, and warnings for the
@@ -1874,6 +1877,13 @@ fn reset_fields(def: &ResourceDef, old: &Value, mut body: Value, scope: Scope) -
             body
         }
         Scope::Main => body,
+        Scope::Finalize => {
+            remove_field(&mut body, "status");
+            if let (Value::Object(map), Some(status)) = (&mut body, old.get("status")) {
+                map.insert("status".into(), status.clone());
+            }
+            body
+        }
         // Built-in status strategies (nodeStatusStrategy, serviceStatusStrategy) reset only
         // `spec`: metadata changes sent to /status are kept.
         Scope::Status if !def.is_custom() => {

@@ -442,7 +442,7 @@ impl ApiClient {
         self.replace_as(FIXTURE_MANAGER, object, Scope::Status)
     }
 
-    /// PUT on the main resource or `/status` as field manager `manager`.
+    /// PUT on the main resource, `/status` or `/finalize` as field manager `manager`.
     pub fn replace_as(
         &self,
         manager: &str,
@@ -452,6 +452,7 @@ impl ApiClient {
         let subresource = match scope {
             Scope::Main => "",
             Scope::Status => "/status",
+            Scope::Finalize => "/finalize",
         };
         let (resource, namespace, name) = self.locate(object)?;
         let path = format!(
