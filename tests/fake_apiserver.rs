@@ -3691,7 +3691,7 @@ async fn bodies_of_the_wrong_type_fail_as_kubernetes_fails_them() {
     )
     .await;
     assert_eq!(code, 201);
-    let (code, _, status) = admin_call(
+    let (code, warnings, status) = admin_call(
         &server,
         "PATCH",
         &format!("{pools}/p"),
@@ -3700,6 +3700,8 @@ async fn bodies_of_the_wrong_type_fail_as_kubernetes_fails_them() {
     )
     .await;
     assert_eq!(code, 422, "{status}");
+    // The failed request still warns of the fields the other version does not know.
+    assert_eq!(warnings, ["299 - \"unknown field \\\"spec\\\"\""]);
     assert_eq!(
         cause_fields(&status),
         [("apiVersion".to_string(), "FieldValueInvalid".to_string())]

@@ -912,5 +912,5 @@ fn json_response(status: StatusCode, body: &Value, warnings: &[String]) -> Respo
 
 fn error_response(err: &ApiError) -> Response {
     let status = StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json_response(status, &err.to_status(), &[])
+    json_response(status, &err.to_status(), &err.warnings)
 }

@@ -311,6 +311,9 @@ pub struct ApiError {
     pub message: String,
     /// `Status.details`; `Null` when the answer has none.
     pub details: Value,
+    /// `Warning` headers the request drew before it failed (kube-apiserver sends them with
+    /// the error).
+    pub warnings: Vec<String>,
 }
 
 impl fmt::Display for ApiError {
@@ -329,6 +332,7 @@ impl ApiError {
             reason,
             message: message.into(),
             details: Value::Null,
+            warnings: Vec::new(),
         }
     }
 

@@ -808,7 +808,21 @@ impl Store {
             _ => patched.to_string(),
         };
         if def.is_custom() {
-            check_patched_version(def, &patched)?;
+            check_patched_version(def, &patched).map_err(|mut err| {
+                // Decoded at another version than the URL's, the object has no schema:
+                // every field but the type and metadata is unknown (warned even though the
+                // request fails).
+                if params.field_validation == FieldValidation::Warn {
+                    if let Value::Object(map) = &patched {
+                        err.warnings = map
+                            .keys()
+                            .filter(|k| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+                            .map(|k| format!("unknown field \"{k}\""))
+                            .collect();
+                    }
+                }
+                err
+            })?;
         }
         let (object, warnings) =
             decode(def, patched, params).map_err(|e| undecodable_patch(e, printed))?;
