@@ -4824,3 +4824,33 @@ async fn the_namespace_finalize_subresource_sets_spec_finalizers() {
     .await;
     assert_eq!(code, 405);
 }
+
+/// A custom resource's unknown fields are warned of metadata's first (the schema coercer
+/// reads ObjectMeta before it prunes), then the pruned ones.
+#[tokio::test]
+async fn unknown_metadata_fields_are_warned_of_first() {
+    let server = FakeApiServer::start(Options {
+        extra_resources: vec![widget_resource()],
+        ..Options::default()
+    });
+    let mut body = widget("w", json!({"bogus": 1}));
+    body["metadata"]["zzz"] = json!("x");
+    body["aaa"] = json!("y");
+    let (code, warnings, created) = admin_call(
+        &server,
+        "POST",
+        "/apis/example.com/v1/widgets",
+        "application/json",
+        body,
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(
+        warnings,
+        [
+            "299 - \"unknown field \\\"metadata.zzz\\\"\"",
+            "299 - \"unknown field \\\"aaa\\\"\"",
+            "299 - \"unknown field \\\"spec.bogus\\\"\"",
+        ]
+    );
+}

@@ -1475,15 +1475,21 @@ fn decode_fields(def: &ResourceDef, body: Value) -> Result<(Value, Vec<String>),
     let mut object = check_body(def, body)?;
     let mut unknown = Vec::new();
     if def.is_custom() {
-        unknown.extend(coerce_metadata(def, &mut object)?);
-        unknown.extend(schema::prune_object(def, &mut object));
+        // The schema coercer reads ObjectMeta first, then prunes: metadata's unknown fields
+        // come first.
+        let mut in_metadata = coerce_metadata(def, &mut object)?;
+        in_metadata.sort();
+        let mut pruned = schema::prune_object(def, &mut object);
+        pruned.sort();
+        unknown.extend(in_metadata);
+        unknown.extend(pruned);
     } else if let Some(kind) = def.builtin {
         let (decoded, fields) =
             builtin::decode(kind, &object).map_err(|e| ApiError::undecodable(def, &e.0))?;
         unknown.extend(fields);
         object = decoded;
+        unknown.sort();
     }
-    unknown.sort();
     Ok((object, unknown))
 }
 
