@@ -4854,3 +4854,45 @@ async fn unknown_metadata_fields_are_warned_of_first() {
         ]
     );
 }
+
+/// Field errors print a list or struct value as JSON, as Kubernetes 1.34+ does (an owner
+/// reference with its set fields, a string list, an internal type's field names).
+#[tokio::test]
+async fn field_errors_print_structured_values_as_json() {
+    let server = FakeApiServer::start(Options::default());
+    let (code, _, status) = admin_call(
+        &server,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c",
+               "finalizers": ["orphan", "foregroundDeletion"],
+               "ownerReferences": [{"apiVersion": "v1", "kind": "Event", "name": "e",
+                                    "uid": "6b8c3c56-0000-4000-8000-000000000011"}]}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    let messages: Vec<&str> = status["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["message"].as_str())
+        .collect();
+    assert!(messages.contains(&"Invalid value: {\"apiVersion\":\"v1\",\"kind\":\"Event\",\"name\":\"e\",\"uid\":\"6b8c3c56-0000-4000-8000-000000000011\"}: /v1, Kind=Event is disallowed from being an owner"), "{messages:?}");
+    assert!(messages.contains(&"Invalid value: [\"orphan\",\"foregroundDeletion\"]: finalizer orphan and foregroundDeletion cannot be both set"), "{messages:?}");
+    let (code, _, status) = admin_call(
+        &server,
+        "POST",
+        "/api/v1/nodes",
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
+               "spec": {"taints": [{"key": "a", "value": "x", "effect": "NoSchedule"},
+                                   {"key": "a", "value": "y", "effect": "NoSchedule"}]}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["details"]["causes"][0]["message"],
+        "Duplicate value: {\"Key\":\"a\",\"Value\":\"y\",\"Effect\":\"NoSchedule\",\"TimeAdded\":null}: taints must be unique by key and effect pair"
+    );
+}

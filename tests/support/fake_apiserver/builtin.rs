@@ -1728,7 +1728,13 @@ fn node_taints(node: &Value) -> Vec<FieldError> {
         if seen.contains(&pair) {
             errs.push(FieldError::duplicate(
                 &path,
-                BadValue::Printed(format!("{{{key} {value} {effect} <nil>}}")),
+                // The internal core.Taint, which has no JSON tags.
+                BadValue::Printed(format!(
+                    "{{\"Key\":{},\"Value\":{},\"Effect\":{},\"TimeAdded\":null}}",
+                    json!(key),
+                    json!(value),
+                    json!(effect)
+                )),
             ));
             if let Some(last) = errs.last_mut() {
                 last.detail = "taints must be unique by key and effect pair".into();

@@ -451,7 +451,7 @@ fn write_params(
         Some(other) => {
             errors.push(FieldError::not_supported(
                 "dryRun",
-                BadValue::Printed(format!("[]string{{{}}}", go_quote(other))),
+                BadValue::Printed(json!([other]).to_string()),
                 &["All".into()],
             ));
             false

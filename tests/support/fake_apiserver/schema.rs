@@ -625,7 +625,7 @@ impl Validator {
             if duplicated {
                 self.invalid(
                     path,
-                    BadValue::Printed(super::status::go_sharp_v(&Value::Array(items.to_vec()))),
+                    BadValue::Printed(super::status::go_json(&Value::Array(items.to_vec()))),
                     format!("{} in body shouldn't contain duplicates", shown(path)),
                 );
             }

@@ -96,7 +96,8 @@ impl BadValue {
                 None => BadValue::Float(n.as_f64().unwrap_or_default()),
             },
             Value::String(s) => BadValue::Str(s.clone()),
-            other => BadValue::Printed(go_sharp_v(other)),
+            // Since 1.34 a list or map value is printed as JSON.
+            other => BadValue::Printed(go_json(other)),
         }
     }
 
@@ -272,6 +273,29 @@ pub fn go_float(f: f64) -> String {
 }
 
 /// Go's `%#v` of a decoded JSON value (`[]interface {}{...}`, `map[string]interface {}{...}`).
+/// `encoding/json` of a decoded JSON value (`map[string]interface{}` keys sorted), as field
+/// errors print a list or map value.
+pub fn go_json(value: &Value) -> String {
+    match value {
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(go_json).collect::<Vec<_>>().join(",")
+        ),
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            format!(
+                "{{{}}}",
+                keys.iter()
+                    .map(|k| format!("{}:{}", Value::from(k.as_str()), go_json(&map[k.as_str()])))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        }
+        other => other.to_string(),
+    }
+}
+
 pub fn go_sharp_v(value: &Value) -> String {
     match value {
         Value::Null => "interface {}(nil)".into(),
