@@ -4896,3 +4896,50 @@ async fn field_errors_print_structured_values_as_json() {
         "Duplicate value: {\"Key\":\"a\",\"Value\":\"y\",\"Effect\":\"NoSchedule\",\"TimeAdded\":null}: taints must be unique by key and effect pair"
     );
 }
+
+/// An update's body checked against the URL as kube-apiserver words it: another namespace
+/// first ("provided object"), a missing name ("undeterminable"), and a uid precondition as
+/// the storage's error naming the object's key.
+#[tokio::test]
+async fn update_body_checks_are_worded_as_kubernetes_words_them() {
+    let server = FakeApiServer::start(Options::default());
+    let path = "/api/v1/namespaces/default/configmaps/c";
+    server
+        .create(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                         "metadata": {"name": "c", "namespace": "default"}}))
+        .unwrap();
+    for (metadata, message) in [
+        (
+            json!({"name": "other", "namespace": "elsewhere"}),
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ),
+        (
+            json!({}),
+            "the name of the object (c based on URL) was undeterminable: name must be provided",
+        ),
+    ] {
+        let (code, _, status) = admin_call(
+            &server,
+            "PUT",
+            path,
+            "application/json",
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata}),
+        )
+        .await;
+        assert_eq!(code, 400, "{status}");
+        assert_eq!(status["message"], message);
+    }
+    let (code, _, status) = admin_call(
+        &server,
+        "PUT",
+        path,
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "c", "uid": "6b8c3c56-0000-4000-8000-000000000001"}}),
+    )
+    .await;
+    assert_eq!(code, 409, "{status}");
+    assert!(status["message"].as_str().unwrap().starts_with(
+        "Operation cannot be fulfilled on configmaps \"c\": StorageError: invalid object, Code: 4, Key: /registry/configmaps/default/c, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: 6b8c3c56-0000-4000-8000-000000000001, UID in object meta: "
+    ), "{status}");
+}

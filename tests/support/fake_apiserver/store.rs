@@ -1694,22 +1694,29 @@ fn ensure_namespace_matches(
     Ok(())
 }
 
-/// `checkName` of update and patch: the object's name and namespace against the URL.
+/// The body's namespace (`EnsureObjectNamespaceMatchesRequestNamespace`, first), then
+/// `checkName` of update and patch: the object's name against the URL.
 fn check_name(target: &Target, object: &Value) -> Result<(), ApiError> {
+    if let Some(requested) = target.namespace.as_deref().filter(|n| !n.is_empty()) {
+        let sent = object["metadata"]["namespace"].as_str().unwrap_or_default();
+        if !sent.is_empty() && sent != requested {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+    }
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    if name.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({} based on URL) was undeterminable: name must be provided",
+            target.name
+        )));
+    }
     if name != target.name {
         return Err(ApiError::bad_request(format!(
             "the name of the object ({name}) does not match the name on the URL ({})",
             target.name
         )));
-    }
-    if let Some(requested) = target.namespace.as_deref().filter(|n| !n.is_empty()) {
-        let sent = object["metadata"]["namespace"].as_str().unwrap_or_default();
-        if !sent.is_empty() && sent != requested {
-            return Err(ApiError::bad_request(format!(
-                "the namespace of the object ({sent}) does not match the namespace on the request ({requested})"
-            )));
-        }
     }
     Ok(())
 }
@@ -1853,11 +1860,25 @@ fn check_preconditions(
     if let Some(uid) = pre.uid.as_deref().filter(|u| !u.is_empty()) {
         let actual = current["metadata"]["uid"].as_str().unwrap_or_default();
         if uid != actual {
+            // The storage's precondition check: a StorageError naming the etcd key (custom
+            // resources under their group, built-in kinds under the resource alone).
+            let namespace = current["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default();
+            let mut key = String::from("/registry/");
+            if def.is_custom() {
+                key.push_str(&format!("{}/", def.group));
+            }
+            key.push_str(&def.plural);
+            if !namespace.is_empty() {
+                key.push_str(&format!("/{namespace}"));
+            }
+            key.push_str(&format!("/{name}"));
             return Err(ApiError::conflict(
                 def,
                 name,
                 &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                    "StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
                 ),
             ));
         }
