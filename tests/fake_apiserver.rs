@@ -4943,3 +4943,30 @@ async fn update_body_checks_are_worded_as_kubernetes_words_them() {
         "Operation cannot be fulfilled on configmaps \"c\": StorageError: invalid object, Code: 4, Key: /registry/configmaps/default/c, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: 6b8c3c56-0000-4000-8000-000000000001, UID in object meta: "
     ), "{status}");
 }
+
+/// A field label a kind does not support: kinds with their own field label conversion (and
+/// custom resources) say `field label not supported`, built-in kinds without one answer with
+/// the default conversion's words.
+#[tokio::test]
+async fn unsupported_field_labels_are_worded_by_the_kinds_conversion() {
+    let server = FakeApiServer::start(Options::default());
+    for (path, message) in [
+        (
+            "/api/v1/namespaces/default/configmaps?fieldSelector=data.i%3D1",
+            "\"data.i\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"",
+        ),
+        (
+            "/api/v1/namespaces?fieldSelector=spec.finalizers%3Dkubernetes",
+            "field label not supported: spec.finalizers",
+        ),
+        (
+            "/apis/machineconfiguration.openshift.io/v1/machineconfigs?fieldSelector=spec.fips%3Dtrue",
+            "field label not supported: spec.fips",
+        ),
+    ] {
+        let (code, _, status) =
+            admin_call(&server, "GET", path, "application/json", Value::Null).await;
+        assert_eq!(code, 400, "{path}: {status}");
+        assert_eq!(status["message"], message, "{path}");
+    }
+}

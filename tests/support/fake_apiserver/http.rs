@@ -408,8 +408,28 @@ fn selectors(def: &ResourceDef, query: &HashMap<String, String>) -> Result<Selec
                 .map(String::as_str)
                 .unwrap_or_default(),
             &def.field_labels(),
-        )?,
+        )
+        .map_err(|err| default_conversion_error(def, err))?,
     })
+}
+
+/// A built-in kind without a field label conversion of its own (only `metadata.name` and
+/// `metadata.namespace`) refuses another label with `DefaultMetaV1FieldSelectorConversion`'s
+/// words.
+fn default_conversion_error(def: &ResourceDef, err: ApiError) -> ApiError {
+    let labels = def.field_labels();
+    let default_only = def.builtin.is_some()
+        && labels.len() == 2
+        && labels
+            .iter()
+            .all(|(l, _)| matches!(*l, "metadata.name" | "metadata.namespace"));
+    match err.message.strip_prefix("field label not supported: ") {
+        Some(label) if default_only => ApiError::bad_request(format!(
+            "{} is not a known field selector: only \"metadata.name\", \"metadata.namespace\"",
+            go_quote(label)
+        )),
+        _ => err,
+    }
 }
 
 /// The kind of options a verb takes, as validation errors name it.
