@@ -333,8 +333,8 @@ pub struct ApiError {
     pub reason: &'static str,
     /// `Status.message`.
     pub message: String,
-    /// `Status.details`; `Null` when the answer has none.
-    pub details: Value,
+    /// `Status.details`; `Null` when the answer has none (boxed: the error stays small).
+    pub details: Box<Value>,
     /// `Warning` headers the request drew before it failed (kube-apiserver sends them with
     /// the error).
     pub warnings: Vec<String>,
@@ -355,7 +355,7 @@ impl ApiError {
             code,
             reason,
             message: message.into(),
-            details: Value::Null,
+            details: Box::new(Value::Null),
             warnings: Vec::new(),
         }
     }
@@ -373,7 +373,7 @@ impl ApiError {
             "InternalError",
             format!("Internal error occurred: {message}"),
         );
-        err.details = json!({ "causes": [{ "message": message }] });
+        *err.details = json!({ "causes": [{ "message": message }] });
         err
     }
 
@@ -395,7 +395,7 @@ impl ApiError {
             _ => ("", "the server responded with an error"),
         };
         let mut err = ApiError::new(code, reason, message);
-        err.details = json!({});
+        *err.details = json!({});
         err
     }
 
@@ -409,7 +409,7 @@ impl ApiError {
                 map.remove("name");
             }
         }
-        self.details = details;
+        *self.details = details;
         self
     }
 
@@ -476,7 +476,7 @@ impl ApiError {
     /// (`NewApplyConflict`: the details hold only the causes).
     pub fn apply_conflict(message: String, causes: &[Cause]) -> Self {
         let mut err = ApiError::new(409, "Conflict", message);
-        err.details = json!({ "causes": causes_json(causes) });
+        *err.details = json!({ "causes": causes_json(causes) });
         err
     }
 
@@ -518,7 +518,7 @@ impl ApiError {
             many => format!("{subject}: [{}]", many.join(", ")),
         };
         let mut err = ApiError::new(422, "Invalid", message);
-        err.details = json!({ "name": name, "kind": kind, "causes": causes_json(causes) });
+        *err.details = json!({ "name": name, "kind": kind, "causes": causes_json(causes) });
         if !group.is_empty() {
             err.details["group"] = json!(group);
         }
@@ -582,7 +582,7 @@ impl ApiError {
             status["reason"] = json!(self.reason);
         }
         if !self.details.is_null() {
-            status["details"] = self.details.clone();
+            status["details"] = (*self.details).clone();
         }
         status
     }

@@ -614,7 +614,7 @@ fn api_error(error: kube::Error) -> ApiError {
                 .as_ref()
                 .and_then(|d| serde_json::to_value(d).ok())
             {
-                api_error.details = details;
+                *api_error.details = details;
             }
             api_error
         }
