@@ -4970,3 +4970,37 @@ async fn unsupported_field_labels_are_worded_by_the_kinds_conversion() {
         assert_eq!(status["message"], message, "{path}");
     }
 }
+
+/// A status update of a custom resource is validated by the status schema alone: the
+/// messages name paths relative to `status`, the causes keep the full field path.
+#[tokio::test]
+async fn status_schema_messages_name_paths_relative_to_status() {
+    let server = FakeApiServer::start(Options {
+        extra_resources: vec![widget_resource()],
+        ..Options::default()
+    });
+    let widgets = "/apis/example.com/v1/widgets";
+    let (code, _, _) = admin_call(
+        &server,
+        "POST",
+        widgets,
+        "application/json",
+        widget("w", json!({})),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let (code, _, status) = admin_call(
+        &server,
+        "PATCH",
+        &format!("{widgets}/w/status"),
+        "application/merge-patch+json",
+        json!({"status": {"count": "many"}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["details"]["causes"][0]["field"], "status.count");
+    assert_eq!(
+        status["details"]["causes"][0]["message"],
+        "Invalid value: \"string\": count in body must be of type integer: \"string\""
+    );
+}

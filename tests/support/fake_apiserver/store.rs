@@ -712,7 +712,7 @@ impl Store {
             new = builtin::encode(kind, &new, Encoding::Json);
         }
         normalize_metadata(def, &mut new);
-        let (causes, ratcheted) = validate_update(def, &old, &new)?;
+        let (causes, ratcheted) = validate_update(def, &old, &new, scope)?;
         if !causes.is_empty() {
             return Err(ApiError::invalid_in(
                 def.error_group(),
@@ -1745,7 +1745,7 @@ fn validate_create(
     if def.is_custom() {
         let meta_errors =
             meta::validate_create(&object["metadata"], def.namespaced, NameRule::DnsSubdomain);
-        return schema::validate_custom(def, None, object, meta_errors);
+        return schema::validate_custom(def, None, object, meta_errors, false);
     }
     let errors = match def.builtin {
         Some(kind) => {
@@ -1764,6 +1764,7 @@ fn validate_update(
     def: &ResourceDef,
     old: &Value,
     new: &Value,
+    scope: Scope,
 ) -> Result<(Vec<Cause>, Vec<String>), ApiError> {
     let mut errors = meta::validate_create(&new["metadata"], def.namespaced, NameRule::PathSegment);
     errors.extend(meta::validate_update(&new["metadata"], &old["metadata"]));
@@ -1771,7 +1772,8 @@ fn validate_update(
     let mut warnings = Vec::new();
     if def.is_custom() {
         let meta_errors = meta::validate_update(&new["metadata"], &old["metadata"]);
-        let (more, ratcheted) = schema::validate_custom(def, Some(old), new, meta_errors)?;
+        let (more, ratcheted) =
+            schema::validate_custom(def, Some(old), new, meta_errors, scope == Scope::Status)?;
         causes.extend(more);
         warnings = ratcheted;
     } else if let Some(kind) = def.builtin {
