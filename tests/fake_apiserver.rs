@@ -5004,3 +5004,58 @@ async fn status_schema_messages_name_paths_relative_to_status() {
         "Invalid value: \"string\": count in body must be of type integer: \"string\""
     );
 }
+
+/// The apiextensions handler's words for what it cannot serve on a custom resource: another
+/// path under an object is that object not found, an unsupported verb is named with the
+/// resource; a patch body that does not decode is worded as `encoding/json` fails it.
+#[tokio::test]
+async fn custom_resource_paths_and_patch_bodies_are_worded_as_kubernetes_words_them() {
+    let server = FakeApiServer::start(Options::default());
+    let configs = "/apis/machineconfiguration.openshift.io/v1/machineconfigs";
+    for path in [
+        format!("{configs}/x/scale"),
+        format!("{configs}/x/status/y"),
+    ] {
+        let (code, _, status) =
+            admin_call(&server, "GET", &path, "application/json", Value::Null).await;
+        assert_eq!(code, 404, "{path}: {status}");
+        assert_eq!(
+            status["message"],
+            "machineconfigs.machineconfiguration.openshift.io \"x\" not found"
+        );
+    }
+    let pools = "/apis/machineconfiguration.openshift.io/v1/machineconfigpools";
+    let (code, _, status) = admin_call(
+        &server,
+        "DELETE",
+        &format!("{pools}/p/status"),
+        "application/json",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(code, 405, "{status}");
+    assert_eq!(
+        status["message"],
+        "delete is not supported on resources of kind \"machineconfigpools.machineconfiguration.openshift.io\""
+    );
+    server
+        .create(&serde_json::to_value(pool("p", "rendered-p")).unwrap())
+        .unwrap();
+    for (content_type, body, message) in [
+        (
+            "application/merge-patch+json",
+            json!([1]),
+            "error decoding patch: json: cannot unmarshal array into Go value of type map[string]interface {}",
+        ),
+        (
+            "application/json-patch+json",
+            json!({}),
+            "error decoding patch: json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp",
+        ),
+    ] {
+        let (code, _, status) =
+            admin_call(&server, "PATCH", &format!("{pools}/p"), content_type, body).await;
+        assert_eq!(code, 400, "{status}");
+        assert_eq!(status["message"], message);
+    }
+}

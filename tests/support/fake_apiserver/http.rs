@@ -347,16 +347,34 @@ fn resource_route(shared: &Shared, path: &str) -> Result<Route, ApiError> {
         }),
         other => (None, other.to_vec()),
     };
-    let (plural, name, subresource) = match rest.as_slice() {
-        [plural] => (*plural, None, None),
-        [plural, name] => (*plural, Some(name.to_string()), None),
-        [plural, name, sub] => (*plural, Some(name.to_string()), Some(sub.to_string())),
+    let (plural, name, subresource, deeper) = match rest.as_slice() {
+        [plural] => (*plural, None, None, false),
+        [plural, name] => (*plural, Some(name.to_string()), None, false),
+        [plural, name, sub, more @ ..] => (
+            *plural,
+            Some(name.to_string()),
+            Some(sub.to_string()),
+            !more.is_empty(),
+        ),
         _ => return Err(ApiError::unknown_resource()),
     };
     let id = registry
         .find(group, version, plural)
         .ok_or_else(ApiError::unknown_resource)?;
     let def = registry.get(id);
+    // The apiextensions handler answers any other path under a custom resource's object as
+    // that object not found.
+    let known_subresource = matches!(subresource.as_deref(), None | Some("status"))
+        && (subresource.is_none() || def.status_subresource);
+    if def.is_custom() && (deeper || !known_subresource) {
+        return Err(ApiError::not_found(
+            def,
+            name.as_deref().unwrap_or_default(),
+        ));
+    }
+    if deeper {
+        return Err(ApiError::unknown_resource());
+    }
     if namespace.is_some() && !def.namespaced {
         return Err(ApiError::unknown_resource());
     }
@@ -861,6 +879,16 @@ async fn resource_request(
                 dry_run,
             )?;
             Ok(json_response(StatusCode::OK, &list, &[]))
+        }
+        // The apiextensions handler's NewMethodNotSupported for a custom resource.
+        _ if def.is_custom() => {
+            let verb = if verb == "other" { "" } else { verb };
+            let mut err = ApiError::method_not_allowed(format!(
+                "{verb} is not supported on resources of kind \"{}.{}\"",
+                def.plural, def.group
+            ));
+            *err.details = json!({ "group": def.group, "kind": def.plural });
+            Err(err)
         }
         _ => Err(ApiError::method_not_allowed(format!(
             "the server does not allow this method on the requested resource ({verb})"

@@ -776,10 +776,17 @@ impl Store {
         let mut patched = old.clone();
         match patch_type {
             PatchType::Merge | PatchType::Strategic => {
-                let patch: Value = serde_json::from_slice(body)
-                    .map_err(|_| ApiError::bad_request("Invalid JSON Patch"))?;
+                let patch: Value = serde_json::from_slice(body).map_err(|e| {
+                    ApiError::bad_request(format!(
+                        "error decoding patch: {}",
+                        go_json_error(body, &e)
+                    ))
+                })?;
                 if !patch.is_object() {
-                    return Err(ApiError::bad_request("Invalid JSON Patch"));
+                    return Err(ApiError::bad_request(format!(
+                        "error decoding patch: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                        go_json_type(&patch)
+                    )));
                 }
                 if patch_type == PatchType::Merge {
                     jsonpatch::merge_patch(&mut patched, &patch);
@@ -791,12 +798,25 @@ impl Store {
             PatchType::Json => {
                 // jsonpatch.DecodePatch only needs a list of objects (else 400); an operation
                 // it cannot apply (unknown op, missing path, failed test) is a 422.
-                let operations: Vec<Map<String, Value>> =
-                    serde_json::from_slice(body).map_err(|e| {
-                        ApiError::bad_request(format!(
-                            "json: cannot unmarshal into Go value of type jsonpatch.Patch: {e}"
-                        ))
-                    })?;
+                let parsed: Value = serde_json::from_slice(body).map_err(|e| {
+                    ApiError::bad_request(format!(
+                        "error decoding patch: {}",
+                        go_json_error(body, &e)
+                    ))
+                })?;
+                let not_operations = || {
+                    ApiError::bad_request(format!(
+                        "error decoding patch: json: cannot unmarshal {} into Go value of type []handlers.jsonPatchOp",
+                        go_json_type(&parsed)
+                    ))
+                };
+                let operations: Vec<Map<String, Value>> = match &parsed {
+                    Value::Array(items) => items
+                        .iter()
+                        .map(|op| op.as_object().cloned().ok_or_else(not_operations))
+                        .collect::<Result<_, _>>()?,
+                    _ => return Err(not_operations()),
+                };
                 jsonpatch::apply(&mut patched, &operations).map_err(|_| ApiError::generic(422))?;
             }
         }
@@ -1362,6 +1382,28 @@ fn check_patched_version(def: &ResourceDef, object: &Value) -> Result<(), ApiErr
             .to_cause()],
         )),
         _ => Ok(()),
+    }
+}
+
+/// The type `encoding/json` names in an unmarshal error.
+fn go_json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "bool",
+        Value::Null => "null",
+    }
+}
+
+/// `encoding/json`'s text for a body that is no JSON (an empty one: `unexpected end of JSON
+/// input`; else the parser's own words).
+fn go_json_error(body: &[u8], error: &serde_json::Error) -> String {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        "unexpected end of JSON input".into()
+    } else {
+        error.to_string()
     }
 }
 
