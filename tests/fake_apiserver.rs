@@ -5059,3 +5059,67 @@ async fn custom_resource_paths_and_patch_bodies_are_worded_as_kubernetes_words_t
         assert_eq!(status["message"], message);
     }
 }
+
+/// Messages as kube-apiserver 1.36 words them: DNS names and ConfigMap keys too long in
+/// characters (label keys and values in bytes), a resourceVersion that is no number, an apply
+/// body or custom resource body that is no object.
+#[tokio::test]
+async fn length_version_and_body_messages_are_worded_as_kubernetes_words_them() {
+    let server = FakeApiServer::start(Options::default());
+    let long = "n".repeat(64);
+    let (code, _, status) = admin_call(
+        &server,
+        "POST",
+        "/api/v1/namespaces",
+        "application/json",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": long}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    let messages: Vec<&str> = status["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["message"].as_str())
+        .collect();
+    assert!(
+        messages.contains(
+            &format!("Invalid value: \"{long}\": must be no more than 63 characters").as_str()
+        ),
+        "{messages:?}"
+    );
+    assert!(
+        messages.contains(
+            &format!("Invalid value: \"{long}\": must be no more than 63 bytes").as_str()
+        ),
+        "{messages:?}"
+    );
+    let configs = "/apis/machineconfiguration.openshift.io/v1/machineconfigs";
+    for (method, path, content_type, body, message) in [
+        (
+            "GET",
+            format!("{configs}?resourceVersion=abc"),
+            "application/json",
+            Value::Null,
+            "invalid resource version: resourceVersion: Invalid value: \"abc\": strconv.ParseUint: parsing \"abc\": invalid syntax".to_string(),
+        ),
+        (
+            "PATCH",
+            format!("{configs}/x?fieldManager=m"),
+            "application/apply-patch+yaml",
+            json!("text"),
+            "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal string into Go value of type map[string]interface {}".to_string(),
+        ),
+        (
+            "POST",
+            configs.to_string(),
+            "application/json",
+            json!([1]),
+            "the object provided is unrecognized (must be of type MachineConfig): couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type struct { APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" } (5b315d)".to_string(),
+        ),
+    ] {
+        let (code, _, status) = admin_call(&server, method, &path, content_type, body).await;
+        assert_eq!(code, 400, "{path}: {status}");
+        assert_eq!(status["message"], message, "{path}");
+    }
+}

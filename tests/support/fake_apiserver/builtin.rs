@@ -1718,9 +1718,9 @@ fn node_taints(node: &Value) -> Vec<FieldError> {
                 &format!("{path}.effect"),
                 BadValue::Str(effect.into()),
                 &[
-                    "NoExecute".into(),
                     "NoSchedule".into(),
                     "PreferNoSchedule".into(),
+                    "NoExecute".into(),
                 ],
             ));
         }
@@ -2345,7 +2345,7 @@ fn binding_errors(binding: &Value, namespaced: bool, errs: &mut Vec<FieldError>)
         ));
     }
     let allowed: &[&str] = if namespaced {
-        &["ClusterRole", "Role"]
+        &["Role", "ClusterRole"]
     } else {
         &["ClusterRole"]
     };

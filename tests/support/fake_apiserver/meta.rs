@@ -83,15 +83,21 @@ pub fn regex_error(message: &str, pattern: &str, examples: &[&str]) -> String {
     text
 }
 
+/// `content.MaxLenError` (label keys and values).
 fn max_len_error(length: usize) -> String {
     format!("must be no more than {length} bytes")
+}
+
+/// `validation.MaxLenError` (DNS names, ConfigMap keys).
+fn max_chars_error(length: usize) -> String {
+    format!("must be no more than {length} characters")
 }
 
 /// `IsDNS1123Subdomain`.
 pub fn dns1123_subdomain(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > 253 {
-        errs.push(max_len_error(253));
+        errs.push(max_chars_error(253));
     }
     if !is_dns1123_subdomain_text(value) {
         errs.push(regex_error(
@@ -108,7 +114,7 @@ pub fn dns1123_label(value: &str) -> Vec<String> {
     static RE: OnceLock<Regex> = OnceLock::new();
     let mut errs = Vec::new();
     if value.len() > 63 {
-        errs.push(max_len_error(63));
+        errs.push(max_chars_error(63));
     }
     if !regex(&RE, &format!("^{DNS1123_LABEL_FMT}$")).is_match(value) {
         if is_dns1123_subdomain_text(value) {
@@ -135,11 +141,11 @@ pub fn label_key(value: &str) -> Vec<String> {
             if prefix.is_empty() {
                 errs.push("prefix part must be non-empty".to_string());
             } else {
-                errs.extend(
-                    dns1123_subdomain(prefix)
-                        .into_iter()
-                        .map(|m| format!("prefix part {m}")),
-                );
+                // content.IsLabelKey: its own subdomain check, counting bytes.
+                errs.extend(dns1123_subdomain(prefix).into_iter().map(|m| {
+                    let m = m.replace(&max_chars_error(253), &max_len_error(253));
+                    format!("prefix part {m}")
+                }));
             }
             name
         }
@@ -193,7 +199,7 @@ pub fn config_map_key(value: &str) -> Vec<String> {
     const FMT: &str = "[-._a-zA-Z0-9]+";
     let mut errs = Vec::new();
     if value.len() > 253 {
-        errs.push(max_len_error(253));
+        errs.push(max_chars_error(253));
     }
     if !regex(&RE, &format!("^{FMT}$")).is_match(value) {
         errs.push(regex_error(

@@ -878,6 +878,12 @@ impl Store {
             })?;
         let config: Value = serde_yaml::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+        if !config.is_object() {
+            return Err(ApiError::bad_request(format!(
+                "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                go_json_type(&config)
+            )));
+        }
         if def.is_custom() && config["kind"].as_str().unwrap_or_default().is_empty() {
             // The apply configuration's type is taken from the body.
             return Err(ApiError::bad_request(format!(
@@ -1223,7 +1229,13 @@ pub fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
 
 pub fn parse_revision(rv: &str) -> Result<u64, ApiError> {
     rv.parse::<u64>()
-        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))
+        .map_err(|_| {
+            ApiError::bad_request(format!(
+                "invalid resource version: resourceVersion: Invalid value: {}: strconv.ParseUint: parsing {}: invalid syntax",
+                go_quote(rv),
+                go_quote(rv)
+            ))
+        })
 }
 
 /// `APIObjectVersioner.ParseResourceVersion`: "" and "0" are unset; anything else must be a
@@ -1273,6 +1285,16 @@ fn is_namespace(def: &ResourceDef) -> bool {
 /// Checks the body is an object of this resource's apiVersion/kind (filling them in when
 /// absent) and that `metadata` is an object.
 fn check_body(def: &ResourceDef, mut body: Value) -> Result<Value, ApiError> {
+    if def.is_custom() && !body.is_object() {
+        // The unstructured decoder reads the type first; it quotes the body in hex.
+        let text = body.to_string();
+        let hex: String = text.bytes().map(|b| format!("{b:02x}")).collect();
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }} ({hex})",
+            def.kind,
+            go_json_type(&body)
+        )));
+    }
     let Value::Object(map) = &mut body else {
         return Err(ApiError::undecodable(
             def,
@@ -1594,9 +1616,11 @@ fn coerce_metadata(def: &ResourceDef, object: &mut Value) -> Result<Vec<String>,
         // A request's metadata must decode as ObjectMeta (only objects read back from
         // storage have malformed fields dropped).
         let (decoded, extra) = builtin::decode_as(&shape, &single, "metadata").map_err(|_| {
+            // A map or list of strings with another value inside names the string it wanted.
+            let inner = matches!(value, Value::Object(_) | Value::Array(_));
             let go_type = match &shape["properties"][field]["type"] {
-                Value::String(t) if t == "object" => "map[string]string",
-                Value::String(t) if t == "array" => "[]string",
+                Value::String(t) if t == "object" && !inner => "map[string]string",
+                Value::String(t) if t == "array" && !inner => "[]string",
                 Value::String(t) if t == "integer" => "int64",
                 _ => "string",
             };
