@@ -181,6 +181,151 @@ impl<'a> Shape<'a> {
     }
 }
 
+/// What structured-merge-diff cannot type in an apply configuration (`FromUnstructured`),
+/// as `.path: problem` texts: a value of another type than the schema's, a list-map item that
+/// omits every key field (none defaulted), two items with the same key.
+pub fn typed_errors(def: &ResourceDef, config: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    let shape = root_shape(def);
+    if let Value::Object(map) = config {
+        for (field, value) in map {
+            if !matches!(field.as_str(), "apiVersion" | "kind" | "metadata") {
+                type_check(value, shape.field(field), &format!(".{field}"), &mut errors);
+            }
+        }
+    }
+    errors
+}
+
+/// A list-map item of an apply configuration that omits a key field with a schema default
+/// is addressed by the default (structured-merge-diff fills key defaults in), without owning
+/// it: the paths of the filled-in keys go to `filled`.
+fn default_keys(value: &mut Value, shape: Shape, prefix: &mut FieldPath, filled: &mut FieldSet) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map.iter_mut() {
+                prefix.push(Element::Field(key.clone()));
+                default_keys(child, shape.field(key), prefix, filled);
+                prefix.pop();
+            }
+        }
+        Value::Array(items) => {
+            let item_shape = shape.items();
+            let keys = match shape.list_kind() {
+                ListKind::Map(keys) => keys,
+                _ => Vec::new(),
+            };
+            for item in items.iter_mut() {
+                let mut defaulted = Vec::new();
+                if let (Value::Object(fields), Some(schema)) = (&mut *item, item_shape.0) {
+                    for key in &keys {
+                        if let Some(default) = schema["properties"][key.as_str()].get("default") {
+                            if !fields.contains_key(key) {
+                                fields.insert(key.clone(), default.clone());
+                                defaulted.push(key.clone());
+                            }
+                        }
+                    }
+                }
+                let element = match item_key(item, &keys) {
+                    Some(key) if !keys.is_empty() => Element::Key(key),
+                    _ => continue,
+                };
+                prefix.push(element);
+                for key in defaulted {
+                    let mut path = prefix.clone();
+                    path.push(Element::Field(key));
+                    filled.insert(path);
+                }
+                default_keys(item, item_shape, prefix, filled);
+                prefix.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+/// How structured-merge-diff prints an unstructured value in a type error.
+fn smd_value(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!("&{{{s}}}"),
+        other => format!("&value.valueUnstructured{{Value:{other}}}"),
+    }
+}
+
+fn type_check(value: &Value, shape: Shape, path: &str, errors: &mut Vec<String>) {
+    let Some(schema) = shape.0 else {
+        return;
+    };
+    if value.is_null()
+        || schema.get("x-go").is_some()
+        || schema.get("x-kubernetes-int-or-string") == Some(&json!(true))
+        || schema.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true))
+    {
+        return;
+    }
+    let expected = match schema.get("type").and_then(Value::as_str) {
+        Some("array") if !value.is_array() => Some("list"),
+        Some("object") if !value.is_object() => Some("map"),
+        Some("string") if !value.is_string() => Some("string"),
+        Some("boolean") if !value.is_boolean() => Some("bool"),
+        Some("integer" | "number") if !value.is_number() => Some("numeric (int or float)"),
+        _ => None,
+    };
+    if let Some(expected) = expected {
+        errors.push(format!(
+            "{path}: expected {expected}, got {}",
+            smd_value(value)
+        ));
+        return;
+    }
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                type_check(child, shape.field(key), &format!("{path}.{key}"), errors);
+            }
+        }
+        Value::Array(items) => {
+            let item_shape = shape.items();
+            if let ListKind::Map(keys) = shape.list_kind() {
+                let defaulted = |k: &String| {
+                    item_shape
+                        .0
+                        .is_some_and(|s| s["properties"][k.as_str()].get("default").is_some())
+                };
+                let mut seen: Vec<String> = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    let present: Vec<&String> = keys
+                        .iter()
+                        .filter(|k| item.get(k.as_str()).is_some())
+                        .collect();
+                    if present.is_empty() && !keys.iter().any(defaulted) {
+                        errors.push(format!(
+                            "{path}: element {i}: associative list with keys has an element that omits all key fields {} (and doesn't have default values for any key fields)",
+                            json!(keys)
+                        ));
+                        return;
+                    }
+                    let key = keys
+                        .iter()
+                        .filter_map(|k| item.get(k.as_str()).map(|v| format!("{k}={v}")))
+                        .collect::<Vec<_>>()
+                        .join(",");
+                    if !present.is_empty() && seen.contains(&key) {
+                        errors.push(format!("{path}: duplicate entries for key [{key}]"));
+                        return;
+                    }
+                    seen.push(key);
+                }
+            }
+            for (i, item) in items.iter().enumerate() {
+                type_check(item, item_shape, &format!("{path}[{i}]"), errors);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The built-in shape of the ObjectMeta fields that take part in field management.
 fn metadata_shape() -> &'static Value {
     static SHAPE: OnceLock<Value> = OnceLock::new();
@@ -220,6 +365,8 @@ fn in_scope(def: &ResourceDef, field: &str, scope: Scope) -> bool {
         (_, "apiVersion" | "kind" | "metadata") => false,
         (Scope::Status, "status") => true,
         (Scope::Status, _) => false,
+        (Scope::Finalize, "status") => false,
+        (Scope::Finalize, _) => true,
         (Scope::Main, "status") => !def.status_subresource,
         (Scope::Main, _) => true,
     }
@@ -227,15 +374,15 @@ fn in_scope(def: &ResourceDef, field: &str, scope: Scope) -> bool {
 
 /// The fields an object sets, within `scope`, as structured-merge-diff's `ToFieldSet`
 /// computes an apply configuration's set: scalars, atomic lists and maps, list items (and their
-/// fields), map entries; never the node of a declared struct field, so an empty struct owns
-/// nothing.
+/// fields), map entries, and an empty map as a leaf (`spec: {}` owns `.spec`); never the node
+/// of a non-empty struct.
 fn owned_fields(def: &ResourceDef, object: &Value, scope: Scope) -> FieldSet {
     let mut out = FieldSet::new();
     let Value::Object(map) = object else {
         return out;
     };
     let mut prefix = Vec::new();
-    if scope == Scope::Main {
+    if scope != Scope::Status {
         if let Some(Value::Object(meta)) = map.get("metadata") {
             let shape = Shape(Some(metadata_shape()));
             prefix.push(Element::Field("metadata".into()));
@@ -265,7 +412,8 @@ fn owned_fields(def: &ResourceDef, object: &Value, scope: Scope) -> FieldSet {
 
 fn collect(value: &Value, shape: Shape, prefix: &mut FieldPath, out: &mut FieldSet) {
     match value {
-        Value::Object(_) if shape.atomic_map() => {
+        // An atomic map, and an empty one (a leaf with nothing under it), is owned whole.
+        Value::Object(map) if shape.atomic_map() || map.is_empty() => {
             out.insert(prefix.clone());
         }
         Value::Object(map) => {
@@ -803,6 +951,7 @@ fn subresource(scope: Scope) -> Option<&'static str> {
     match scope {
         Scope::Main => None,
         Scope::Status => Some("status"),
+        Scope::Finalize => Some("finalize"),
     }
 }
 
@@ -873,7 +1022,8 @@ fn scoped_config(def: &ResourceDef, config: &Value, scope: Scope) -> Value {
             let mut kept = Map::new();
             for (field, value) in meta {
                 let identity = field == "name" || field == "namespace";
-                if identity || (scope == Scope::Main && MANAGED_METADATA.contains(&field.as_str()))
+                if identity
+                    || (scope != Scope::Status && MANAGED_METADATA.contains(&field.as_str()))
                 {
                     kept.insert(field.clone(), value.clone());
                 }
@@ -898,8 +1048,11 @@ pub fn server_side_apply(
     force: bool,
     scope: Scope,
 ) -> Result<Value, Vec<Conflict>> {
-    let config = scoped_config(def, config, scope);
-    let applied = owned_fields(def, &config, scope);
+    let mut config = scoped_config(def, config, scope);
+    let mut filled = FieldSet::new();
+    default_keys(&mut config, root_shape(def), &mut Vec::new(), &mut filled);
+    let mut applied = owned_fields(def, &config, scope);
+    applied.retain(|p| !filled.contains(p));
     let sub = subresource(scope);
     let api_version = def.api_version();
     let mut entries = read_entries(live);
@@ -924,9 +1077,17 @@ pub fn server_side_apply(
     };
     // Fields this manager applied before, omits now, and no other applier owns, go away. Shallower
     // paths first: removing a list-map item's key field first would leave it unaddressable.
+    // A dropped node (an empty map applied before) under which this or another applier still
+    // owns fields stays: those fields are added back with it.
+    let kept_below = |p: &FieldPath| {
+        applied
+            .iter()
+            .chain(owned_by_others.iter())
+            .any(|q| q.len() > p.len() && q.starts_with(p))
+    };
     let mut removed: Vec<&FieldPath> = previous_fields
         .iter()
-        .filter(|p| !applied.contains(*p) && !owned_by_others.contains(*p))
+        .filter(|p| !applied.contains(*p) && !owned_by_others.contains(*p) && !kept_below(p))
         .collect();
     removed.sort_by_key(|p| p.len());
     for path in removed {

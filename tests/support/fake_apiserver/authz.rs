@@ -258,7 +258,7 @@ pub fn forbidden(user: &User, attributes: &Attributes) -> ApiError {
                 user.name, attributes.verb, attributes.path
             ),
         );
-        err.details = serde_json::json!({});
+        *err.details = serde_json::json!({});
         return err;
     }
     let resource = match &attributes.subresource {

@@ -37,7 +37,9 @@ pub struct Kind {
     /// `AllowCreateOnUpdate`: a PUT of a missing object creates it.
     pub create_on_update: bool,
     /// The field selector labels the kind's field label conversion accepts, with the value an
-    /// object without the field has (`strconv.FormatBool(false)` for an unset bool).
+    /// object without the field has (`strconv.FormatBool(false)` for an unset bool); a label
+    /// selecting on another field than its name is written `label=path|path` (see
+    /// `selectors.rs`).
     pub field_labels: &'static [(&'static str, &'static str)],
     /// Whether a delete answers with the deleted object instead of a `Status`.
     pub returns_deleted_object: bool,
@@ -127,7 +129,7 @@ static KINDS: &[Kind] = &[
         field_labels: &[("metadata.name", ""), ("spec.unschedulable", "false")],
         returns_deleted_object: false,
         defaults: node_defaults,
-        prepare_create: none,
+        prepare_create: node_prepare_create,
         validate: validate_node,
         validate_update: validate_node_update,
         admit_create: taint_not_ready,
@@ -148,7 +150,7 @@ static KINDS: &[Kind] = &[
         defaults: namespace_defaults,
         prepare_create: namespace_prepare_create,
         validate: validate_namespace,
-        validate_update: meta_update,
+        validate_update: validate_namespace_update,
         admit_create: none,
     },
     Kind {
@@ -245,14 +247,47 @@ static KINDS: &[Kind] = &[
         status_subresource: false,
         shape: lease_shape,
         name_rule: NameRule::DnsSubdomain,
-        unconditional_update: true,
+        unconditional_update: false,
         create_on_update: true,
         field_labels: &[("metadata.name", ""), ("metadata.namespace", "")],
         returns_deleted_object: false,
         defaults: none,
-        prepare_create: none,
+        prepare_create: lease_prepare_create,
         validate: validate_lease,
         validate_update: validate_lease_update,
+        admit_create: none,
+    },
+    Kind {
+        group: "",
+        internal_group: "",
+        plural: "events",
+        kind: "Event",
+        namespaced: true,
+        status_subresource: false,
+        shape: core_event_shape,
+        name_rule: NameRule::DnsSubdomain,
+        unconditional_update: true,
+        create_on_update: true,
+        field_labels: &[
+            ("metadata.name", ""),
+            ("metadata.namespace", ""),
+            ("involvedObject.kind", ""),
+            ("involvedObject.namespace", ""),
+            ("involvedObject.name", ""),
+            ("involvedObject.uid", ""),
+            ("involvedObject.apiVersion", ""),
+            ("involvedObject.resourceVersion", ""),
+            ("involvedObject.fieldPath", ""),
+            ("reason", ""),
+            ("reportingComponent", ""),
+            ("source=source.component|reportingComponent", ""),
+            ("type", ""),
+        ],
+        returns_deleted_object: false,
+        defaults: none,
+        prepare_create: none,
+        validate: validate_core_event,
+        validate_update: validate_core_event_update,
         admit_create: none,
     },
     Kind {
@@ -266,7 +301,21 @@ static KINDS: &[Kind] = &[
         name_rule: NameRule::DnsSubdomain,
         unconditional_update: true,
         create_on_update: true,
-        field_labels: &[("metadata.name", ""), ("metadata.namespace", "")],
+        // events.k8s.io's field label conversion (to the core fields the storage selects on).
+        field_labels: &[
+            ("metadata.name", ""),
+            ("metadata.namespace", ""),
+            ("reason", ""),
+            ("regarding.kind", ""),
+            ("regarding.namespace", ""),
+            ("regarding.name", ""),
+            ("regarding.uid", ""),
+            ("regarding.apiVersion", ""),
+            ("regarding.resourceVersion", ""),
+            ("regarding.fieldPath", ""),
+            ("reportingController", ""),
+            ("type", ""),
+        ],
         returns_deleted_object: false,
         defaults: none,
         prepare_create: none,
@@ -506,8 +555,9 @@ fn node_shape() -> Value {
         vec![
             ("type", string()),
             ("status", string()),
-            ("lastHeartbeatTime", omit(time())),
-            ("lastTransitionTime", omit(time())),
+            // metav1.Time structs: `omitempty` never leaves them out, unset prints null.
+            ("lastHeartbeatTime", time()),
+            ("lastTransitionTime", time()),
             ("reason", omit(string())),
             ("message", omit(string())),
         ],
@@ -686,7 +736,11 @@ fn service_account_shape() -> Value {
     object(
         "v1.ServiceAccount",
         type_meta(vec![
-            ("secrets", omit(list(any()))),
+            // `+listType=map +listMapKey=name` of atomic object references.
+            (
+                "secrets",
+                omit(list_map(object_reference_shape(), &["name"])),
+            ),
             ("imagePullSecrets", omit(list(any()))),
             ("automountServiceAccountToken", ptr(boolean())),
         ]),
@@ -727,6 +781,85 @@ fn object_reference_shape() -> Value {
             ("fieldPath", omit(string())),
         ],
     ))
+}
+
+/// The core `v1.Event`: the same stored object as events.k8s.io's, other field names.
+fn core_event_shape() -> Value {
+    object(
+        "v1.Event",
+        type_meta(vec![
+            ("involvedObject", object_reference_shape()),
+            ("reason", omit(string())),
+            ("message", omit(string())),
+            (
+                "source",
+                omit(object(
+                    "v1.EventSource",
+                    vec![("component", omit(string())), ("host", omit(string()))],
+                )),
+            ),
+            ("firstTimestamp", omit(time())),
+            ("lastTimestamp", omit(time())),
+            ("count", omit(int32())),
+            ("type", omit(string())),
+            ("eventTime", micro_time()),
+            (
+                "series",
+                ptr(object(
+                    "v1.EventSeries",
+                    vec![("count", int32()), ("lastObservedTime", micro_time())],
+                )),
+            ),
+            ("action", omit(string())),
+            ("related", ptr(object_reference_shape())),
+            ("reportingComponent", string()),
+            ("reportingInstance", string()),
+        ]),
+    )
+}
+
+/// Core `v1.Event` fields and their events.k8s.io names (the rest are the same).
+const EVENT_FIELDS: &[(&str, &str)] = &[
+    ("involvedObject", "regarding"),
+    ("message", "note"),
+    ("source", "deprecatedSource"),
+    ("firstTimestamp", "deprecatedFirstTimestamp"),
+    ("lastTimestamp", "deprecatedLastTimestamp"),
+    ("count", "deprecatedCount"),
+    ("reportingComponent", "reportingController"),
+];
+
+/// A stored object as `kind` serves it: objects of two APIs that share their storage (core and
+/// events.k8s.io Events) are converted field by field; any other object is served as stored.
+pub fn convert(kind: &Kind, object: &Value) -> Value {
+    let api_version = if kind.group.is_empty() {
+        "v1".to_string()
+    } else {
+        format!("{}/v1", kind.group)
+    };
+    let stored = object["apiVersion"].as_str().unwrap_or_default();
+    if kind.kind != "Event" || stored == api_version || object["kind"] != "Event" {
+        return object.clone();
+    }
+    let Value::Object(map) = object else {
+        return object.clone();
+    };
+    let to_core = kind.group.is_empty();
+    let mut out = Map::new();
+    for (field, value) in map {
+        let renamed = EVENT_FIELDS.iter().find_map(|(core, new)| {
+            if to_core && field == new {
+                Some(*core)
+            } else if !to_core && field == core {
+                Some(*new)
+            } else {
+                None
+            }
+        });
+        out.insert(renamed.unwrap_or(field).to_string(), value.clone());
+    }
+    out.insert("apiVersion".into(), json!(api_version));
+    encode(kind, &Value::Object(out), Encoding::Json)
 }
 
 fn event_shape() -> Value {
@@ -806,14 +939,15 @@ fn binding_fields() -> Vec<(&'static str, Value)> {
         ),
         (
             "roleRef",
-            object(
+            // `+structType=atomic`.
+            atomic(object(
                 "v1.RoleRef",
                 vec![
                     ("apiGroup", string()),
                     ("kind", string()),
                     ("name", string()),
                 ],
-            ),
+            )),
         ),
     ]
 }
@@ -902,6 +1036,8 @@ impl Decoder {
         schema: &Value,
         go_struct: &str,
         path: &str,
+        // The path the strict decoder names unknown fields by (list items indexed).
+        strict: &str,
     ) -> Result<Option<Value>, DecodeError> {
         if value.is_null() {
             return Ok(None);
@@ -936,7 +1072,7 @@ impl Decoder {
             }
             Some("Quantity") => {
                 return match value {
-                    Value::String(_) => Ok(Some(value.clone())),
+                    Value::String(text) if is_quantity(text) => Ok(Some(value.clone())),
                     Value::Number(n) => Ok(Some(Value::String(n.to_string()))),
                     _ => Err(DecodeError(
                         "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
@@ -975,8 +1111,10 @@ impl Decoder {
             }
             ("array", Value::Array(items)) => {
                 let mut out = Vec::new();
-                for item in items {
-                    let decoded = self.decode(item, &schema["items"], go_struct, path)?;
+                for (i, item) in items.iter().enumerate() {
+                    let item_path = format!("{strict}[{i}]");
+                    let decoded =
+                        self.decode(item, &schema["items"], go_struct, path, &item_path)?;
                     out.push(decoded.unwrap_or(Value::Null));
                 }
                 Ok(Some(Value::Array(out)))
@@ -991,15 +1129,20 @@ impl Decoder {
                     let mut out = Map::new();
                     for (key, child) in map {
                         let child_path = join(path, key);
+                        let child_strict = join(strict, key);
                         match properties.get(key) {
                             Some(child_schema) => {
-                                if let Some(decoded) =
-                                    self.decode(child, child_schema, struct_name, &child_path)?
-                                {
+                                if let Some(decoded) = self.decode(
+                                    child,
+                                    child_schema,
+                                    struct_name,
+                                    &child_path,
+                                    &child_strict,
+                                )? {
                                     out.insert(key.clone(), decoded);
                                 }
                             }
-                            None => self.unknown.push(child_path),
+                            None => self.unknown.push(child_strict),
                         }
                     }
                     Ok(Some(Value::Object(out)))
@@ -1007,7 +1150,10 @@ impl Decoder {
                     let values = &schema["additionalProperties"];
                     let mut out = Map::new();
                     for (key, child) in map {
-                        if let Some(decoded) = self.decode(child, values, go_struct, path)? {
+                        let child_strict = join(strict, key);
+                        if let Some(decoded) =
+                            self.decode(child, values, go_struct, path, &child_strict)?
+                        {
                             out.insert(key.clone(), decoded);
                         } else if !child.is_null() {
                             continue;
@@ -1024,6 +1170,30 @@ impl Decoder {
             }
         }
     }
+}
+
+/// Whether `text` parses as a `resource.Quantity`: a signed decimal number and a suffix
+/// (binary `Ki`..`Ei`, decimal `n`..`E`, or an `e`/`E` exponent).
+fn is_quantity(text: &str) -> bool {
+    let body = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let split = body
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(body.len());
+    let (number, suffix) = body.split_at(split);
+    let digits = number.chars().filter(char::is_ascii_digit).count();
+    if digits == 0 || number.matches('.').count() > 1 {
+        return false;
+    }
+    const SUFFIXES: &[&str] = &[
+        "", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
+    ];
+    if SUFFIXES.contains(&suffix) {
+        return true;
+    }
+    suffix
+        .strip_prefix(['e', 'E'])
+        .map(|exp| exp.strip_prefix(['+', '-']).unwrap_or(exp))
+        .is_some_and(|exp| !exp.is_empty() && exp.chars().all(|c| c.is_ascii_digit()))
 }
 
 fn number_desc(value: &Value) -> String {
@@ -1067,7 +1237,7 @@ pub fn decode_as(
         type_error: None,
         unknown: Vec::new(),
     };
-    let decoded = decoder.decode(value, shape, "", path)?;
+    let decoded = decoder.decode(value, shape, "", path, path)?;
     if let Some(error) = decoder.type_error {
         return Err(DecodeError(error));
     }
@@ -1178,7 +1348,11 @@ fn encode_value(value: Option<&Value>, schema: &Value, encoding: Encoding) -> Op
         Encoding::Json if omitempty && !is_struct && is_zero(&printed) => None,
         Encoding::Json => Some(printed),
         // The unstructured converter leaves out the same zero values (structs never), and
-        // structured-merge-diff ignores nulls.
+        // structured-merge-diff ignores nulls, except a zero metav1.Time struct, which the
+        // converter keeps as a null (a new list item sent with one owns it).
+        Encoding::FieldManager if printed.is_null() && matches!(go, Some("Time" | "MicroTime")) => {
+            Some(printed)
+        }
         Encoding::FieldManager if printed.is_null() => None,
         Encoding::FieldManager if omitempty && !is_struct && is_zero(&printed) => None,
         Encoding::FieldManager => Some(printed),
@@ -1192,6 +1366,51 @@ fn node_defaults(node: &mut Value) {
     if let Some(capacity) = node["status"].get("capacity").cloned() {
         if node["status"].get("allocatable").is_none_or(Value::is_null) {
             node["status"]["allocatable"] = capacity;
+        }
+    }
+    node_pod_cidrs(node);
+}
+
+/// The v1 -> internal -> v1 round trip of a decoded Node: the internal type has only
+/// `podCIDRs`; `podCIDR` is authoritative when both are set and differ, fills an empty
+/// `podCIDRs`, and is printed back as `podCIDRs[0]`.
+fn node_pod_cidrs(node: &mut Value) {
+    let Some(spec) = node.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let single = spec
+        .get("podCIDR")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let first = spec
+        .get("podCIDRs")
+        .and_then(Value::as_array)
+        .and_then(|l| l.first())
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if !single.is_empty() && first.as_deref() != Some(single.as_str()) {
+        spec.insert("podCIDRs".into(), json!([single]));
+    } else if let Some(first) = first {
+        spec.insert("podCIDR".into(), json!(first));
+    }
+}
+
+/// `leaseStrategy.PrepareForCreate`: without the CoordinatedLeaderElection feature (off by
+/// default) a new Lease keeps no `strategy` or `preferredHolder`.
+fn lease_prepare_create(lease: &mut Value) {
+    if let Some(spec) = lease.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.remove("strategy");
+        spec.remove("preferredHolder");
+    }
+}
+
+/// `nodeStrategy.PrepareForCreate`: the deprecated `spec.configSource` and `status.config`
+/// are dropped from a new Node.
+fn node_prepare_create(node: &mut Value) {
+    for (part, field) in [("spec", "configSource"), ("status", "config")] {
+        if let Some(map) = node.get_mut(part).and_then(Value::as_object_mut) {
+            map.remove(field);
         }
     }
 }
@@ -1345,6 +1564,16 @@ fn service_prepare_create(service: &mut Value) {
 }
 
 fn binding_defaults(binding: &mut Value) {
+    // SetDefaults_RoleBinding / SetDefaults_ClusterRoleBinding: the RBAC group for the role.
+    let role_ref = ensure(binding, "roleRef");
+    if role_ref
+        .get("apiGroup")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
+        role_ref.insert("apiGroup".into(), json!("rbac.authorization.k8s.io"));
+    }
     // SetDefaults_Subject: the RBAC group for users and groups.
     if let Some(Value::Array(subjects)) = binding.get_mut("subjects") {
         for subject in subjects.iter_mut().filter_map(Value::as_object_mut) {
@@ -1366,13 +1595,92 @@ fn binding_defaults(binding: &mut Value) {
 fn validate_node(node: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_create(&node["metadata"], false, NameRule::DnsSubdomain);
     errs.extend(node_taints(node));
+    errs.extend(node_pod_cidr_values(node));
     errs
 }
 
 fn validate_node_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let mut errs = meta_update(new, old);
+    let cidrs = |node: &Value| -> Vec<Value> {
+        node["spec"]["podCIDRs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    // Only the controller manager's first assignment (from none) is allowed.
+    let (old_cidrs, new_cidrs) = (cidrs(old), cidrs(new));
+    if !old_cidrs.is_empty() {
+        let changed = if old_cidrs.len() != new_cidrs.len() {
+            1
+        } else {
+            old_cidrs
+                .iter()
+                .zip(&new_cidrs)
+                .filter(|(a, b)| a != b)
+                .count()
+        };
+        for _ in 0..changed {
+            errs.push(FieldError::forbidden(
+                "spec.podCIDRs",
+                "node updates may not change podCIDR except from \"\" to valid",
+            ));
+        }
+    }
+    let old_provider = field_text(old, "spec", "providerID");
+    if !old_provider.is_empty() && old_provider != field_text(new, "spec", "providerID") {
+        errs.push(FieldError::forbidden(
+            "spec.providerID",
+            "node updates may not change providerID except from \"\" to valid",
+        ));
+    }
     errs.extend(node_taints(new));
     errs
+}
+
+fn field_text<'a>(object: &'a Value, part: &str, field: &str) -> &'a str {
+    object[part][field].as_str().unwrap_or_default()
+}
+
+/// `ValidateNode` on `spec.podCIDRs`: each a CIDR, and more than one only as a dual-stack pair.
+fn node_pod_cidr_values(node: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let cidrs: Vec<&str> = node["spec"]["podCIDRs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| v.as_str().unwrap_or_default())
+        .collect();
+    let mut families = Vec::new();
+    for (i, cidr) in cidrs.iter().enumerate() {
+        match parse_cidr(cidr) {
+            Some(v6) => families.push(v6),
+            None => errs.push(FieldError::invalid(
+                &format!("spec.podCIDRs[{i}]"),
+                BadValue::Str(cidr.to_string()),
+                "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+            )),
+        }
+    }
+    let dual_stack = families.len() == 2 && families[0] != families[1];
+    if cidrs.len() > 1 && (!dual_stack || cidrs.len() > 2) {
+        errs.push(FieldError::invalid(
+            "spec.podCIDRs",
+            BadValue::Printed(json!(cidrs).to_string()),
+            "may specify no more than one CIDR for each IP family",
+        ));
+    }
+    errs
+}
+
+/// Whether `text` is a CIDR (`address/prefix`): `Some(true)` for IPv6, `Some(false)` for IPv4.
+fn parse_cidr(text: &str) -> Option<bool> {
+    let (address, prefix) = text.split_once('/')?;
+    let prefix: u8 = prefix.parse().ok()?;
+    match address.parse::<std::net::IpAddr>().ok()? {
+        std::net::IpAddr::V4(_) if prefix <= 32 => Some(false),
+        std::net::IpAddr::V6(_) if prefix <= 128 => Some(true),
+        _ => None,
+    }
 }
 
 fn node_taints(node: &Value) -> Vec<FieldError> {
@@ -1384,7 +1692,8 @@ fn node_taints(node: &Value) -> Vec<FieldError> {
         .flatten()
         .enumerate()
     {
-        let path = format!("spec.taints[{i}]");
+        // ValidateNode validates the taints under `metadata` (its field path), not `spec`.
+        let path = format!("metadata.taints[{i}]");
         let key = taint["key"].as_str().unwrap_or_default();
         for msg in meta::label_key(key) {
             errs.push(FieldError::invalid(
@@ -1409,9 +1718,9 @@ fn node_taints(node: &Value) -> Vec<FieldError> {
                 &format!("{path}.effect"),
                 BadValue::Str(effect.into()),
                 &[
-                    "NoExecute".into(),
                     "NoSchedule".into(),
                     "PreferNoSchedule".into(),
+                    "NoExecute".into(),
                 ],
             ));
         }
@@ -1419,7 +1728,13 @@ fn node_taints(node: &Value) -> Vec<FieldError> {
         if seen.contains(&pair) {
             errs.push(FieldError::duplicate(
                 &path,
-                BadValue::Printed(format!("{{{key} {value} {effect} <nil>}}")),
+                // The internal core.Taint, which has no JSON tags.
+                BadValue::Printed(format!(
+                    "{{\"Key\":{},\"Value\":{},\"Effect\":{},\"TimeAdded\":null}}",
+                    json!(key),
+                    json!(value),
+                    json!(effect)
+                )),
             ));
             if let Some(last) = errs.last_mut() {
                 last.detail = "taints must be unique by key and effect pair".into();
@@ -1433,31 +1748,64 @@ fn node_taints(node: &Value) -> Vec<FieldError> {
 
 fn validate_namespace(namespace: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_create(&namespace["metadata"], false, NameRule::DnsLabel);
-    for (i, finalizer) in namespace["spec"]["finalizers"]
+    // ValidateNamespace names the list, not the item.
+    for finalizer in namespace["spec"]["finalizers"]
         .as_array()
         .into_iter()
         .flatten()
-        .enumerate()
     {
         let name = finalizer.as_str().unwrap_or_default();
-        let path = format!("spec.finalizers[{i}]");
-        let problems = meta::label_key(name);
-        for msg in &problems {
+        for msg in meta::label_key(name) {
             errs.push(FieldError::invalid(
-                &path,
+                "spec.finalizers",
                 BadValue::Str(name.into()),
-                msg.clone(),
+                msg,
             ));
         }
-        if problems.is_empty() && name != "kubernetes" && !name.contains('/') {
-            errs.push(FieldError::invalid(
-                &path,
-                BadValue::Str(name.into()),
-                "name is neither a standard finalizer name nor is it fully qualified",
-            ));
-        }
+        errs.extend(kube_finalizer_name(name, "spec.finalizers"));
     }
     errs
+}
+
+/// `ValidateNamespaceUpdate`, and `ValidateNamespaceStatusUpdate`'s phase rule (only a
+/// status update can change the phase; the main strategy keeps the stored one).
+fn validate_namespace_update(new: &Value, old: &Value) -> Vec<FieldError> {
+    let mut errs = meta_update(new, old);
+    let phase = new["status"]["phase"].as_str().unwrap_or_default();
+    let (wanted, detail) = if new["metadata"].get("deletionTimestamp").is_none() {
+        (
+            "Active",
+            "may only be 'Active' if `deletionTimestamp` is empty",
+        )
+    } else {
+        (
+            "Terminating",
+            "may only be 'Terminating' if `deletionTimestamp` is not empty",
+        )
+    };
+    if phase != wanted {
+        errs.push(FieldError::invalid(
+            "status.Phase",
+            BadValue::Str(phase.into()),
+            detail,
+        ));
+    }
+    errs
+}
+
+/// The finalizers Kubernetes itself defines (`IsStandardFinalizerName`).
+const STANDARD_FINALIZERS: &[&str] = &["kubernetes", "orphan", "foregroundDeletion"];
+
+/// `validateKubeFinalizerName`: a built-in object's finalizer without a `/` must be one of the
+/// standard ones.
+pub fn kube_finalizer_name(name: &str, path: &str) -> Option<FieldError> {
+    (!name.contains('/') && !STANDARD_FINALIZERS.contains(&name)).then(|| {
+        FieldError::invalid(
+            path,
+            BadValue::Str(name.into()),
+            "name is neither a standard finalizer name nor is it fully qualified",
+        )
+    })
 }
 
 /// Kubernetes' limit on ConfigMap and Secret data (`MaxSecretSize`).
@@ -1547,9 +1895,85 @@ fn validate_config_map_update(new: &Value, old: &Value) -> Vec<FieldError> {
 
 fn validate_secret(secret: &Value) -> Vec<FieldError> {
     let mut errs = meta::validate_create(&secret["metadata"], true, NameRule::DnsSubdomain);
+    errs.extend(secret_data(secret));
+    errs
+}
+
+/// `ValidateSecret` past ObjectMeta: the data keys and size, and the keys each type needs.
+fn secret_data(secret: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
     let size = data_keys(secret, "data", &mut errs);
     if size > MAX_DATA_SIZE {
         errs.push(FieldError::too_long("data", MAX_DATA_SIZE));
+    }
+    let data = secret["data"].as_object();
+    let has = |key: &str| data.is_some_and(|d| d.contains_key(key));
+    let required = |key: &str| FieldError::required(&format!("data[{key}]"), "");
+    // A well-formed JSON object, as `json.Unmarshal` into a map checks it.
+    let json_object = |key: &str| -> Option<FieldError> {
+        let text = data?.get(key)?.as_str().unwrap_or_default();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .unwrap_or_default();
+        let why = match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(_)) => return None,
+            Ok(other) => format!(
+                "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                json_type(&other)
+            ),
+            Err(e) => e.to_string(),
+        };
+        Some(FieldError::invalid(
+            &format!("data[{key}]"),
+            BadValue::Str("<secret contents redacted>".into()),
+            why,
+        ))
+    };
+    match secret["type"].as_str().unwrap_or_default() {
+        "kubernetes.io/service-account-token" => {
+            let name = secret["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+                .as_str()
+                .unwrap_or_default();
+            if name.is_empty() {
+                errs.push(FieldError::required(
+                    "metadata.annotations[kubernetes.io/service-account.name]",
+                    "",
+                ));
+            }
+        }
+        kind @ ("kubernetes.io/dockercfg" | "kubernetes.io/dockerconfigjson") => {
+            let key = if kind.ends_with("json") {
+                ".dockerconfigjson"
+            } else {
+                ".dockercfg"
+            };
+            if !has(key) {
+                errs.push(required(key));
+            } else {
+                errs.extend(json_object(key));
+            }
+        }
+        "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
+            errs.push(required("username"));
+            errs.push(required("password"));
+        }
+        "kubernetes.io/ssh-auth" => {
+            let key = data
+                .and_then(|d| d.get("ssh-privatekey"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if key.is_empty() {
+                errs.push(required("ssh-privatekey"));
+            }
+        }
+        "kubernetes.io/tls" => {
+            for key in ["tls.crt", "tls.key"] {
+                if !has(key) {
+                    errs.push(required(key));
+                }
+            }
+        }
+        _ => {}
     }
     errs
 }
@@ -1564,6 +1988,7 @@ fn validate_secret_update(new: &Value, old: &Value) -> Vec<FieldError> {
         ));
     }
     immutable_data(new, old, &mut errs);
+    errs.extend(secret_data(new));
     errs
 }
 
@@ -1777,6 +2202,37 @@ fn legacy_event(event: &Value) -> Vec<FieldError> {
     errs
 }
 
+/// `ValidateEventCreate` of a core v1 request: only the legacy rules (on the events.k8s.io
+/// form, the reporting controller named `reportingComponent`) and ObjectMeta.
+fn validate_core_event(event: &Value) -> Vec<FieldError> {
+    let mut errs = core_legacy_event(event);
+    errs.extend(meta::validate_create(
+        &event["metadata"],
+        true,
+        NameRule::DnsSubdomain,
+    ));
+    errs
+}
+
+fn validate_core_event_update(new: &Value, old: &Value) -> Vec<FieldError> {
+    let mut errs = core_legacy_event(new);
+    errs.extend(meta_update(new, old));
+    errs
+}
+
+fn core_legacy_event(event: &Value) -> Vec<FieldError> {
+    let Some(events) = lookup("events.k8s.io", "Event") else {
+        return Vec::new();
+    };
+    let mut errs = legacy_event(&convert(events, event));
+    for err in &mut errs {
+        if err.field == "reportingController" {
+            err.field = "reportingComponent".into();
+        }
+    }
+    errs
+}
+
 fn validate_event_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let mut errs = legacy_event(new);
     errs.extend(meta_update(new, old));
@@ -1889,7 +2345,7 @@ fn binding_errors(binding: &Value, namespaced: bool, errs: &mut Vec<FieldError>)
         ));
     }
     let allowed: &[&str] = if namespaced {
-        &["ClusterRole", "Role"]
+        &["Role", "ClusterRole"]
     } else {
         &["ClusterRole"]
     };

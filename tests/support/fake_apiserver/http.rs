@@ -23,8 +23,8 @@ use super::registry::{ResourceDef, ResourceId};
 use super::selectors::{FieldSelector, LabelSelector, Selectors};
 use super::status::{go_quote, ApiError, BadValue, FieldError};
 use super::store::{
-    now_rfc3339, parse_json, FieldValidation, ListParams, PatchType, Preconditions, Scope, Target,
-    WriteParams,
+    now_rfc3339, parse_json, served_as, FieldValidation, ListParams, PatchType, Preconditions,
+    Scope, Target, WriteParams,
 };
 use super::watch::{partial_metadata, WatchParams, WatchStream};
 use super::{RequestRecord, Shared};
@@ -50,6 +50,9 @@ struct ResourcePath {
 enum Route {
     Json(Value),
     Resource(ResourcePath),
+    /// A path under `/apis/<group>/` that no built-in API serves and no CRD resolves: the
+    /// apiextensions handler passes it to the mux's plain-text `404 page not found`.
+    PageNotFound,
 }
 
 async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
@@ -87,6 +90,21 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             record.user = user.name.clone();
             record.verb = non_resource_verb(&method).to_string();
             error_response(&err)
+        }
+        (Ok(user), Ok(Route::PageNotFound)) => {
+            record.user = user.name.clone();
+            record.verb = non_resource_verb(&method).to_string();
+            let attributes = Attributes {
+                verb: record.verb.clone(),
+                resource_request: false,
+                path: path.clone(),
+                ..Attributes::default()
+            };
+            if authorized(&shared, &user, &attributes) {
+                page_not_found()
+            } else {
+                error_response(&authz::forbidden(&user, &attributes))
+            }
         }
         (Ok(user), Ok(Route::Json(doc))) => {
             record.user = user.name.clone();
@@ -238,7 +256,53 @@ fn is_true(value: Option<&String>) -> bool {
 }
 
 /// Parses a URL path into a discovery document or a resource request.
+/// The mux's answer to a path nothing serves.
+fn page_not_found() -> Response {
+    let mut response = Response::new(Body::from("404 page not found\n"));
+    *response.status_mut() = StatusCode::NOT_FOUND;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response.headers_mut().insert(
+        "X-Content-Type-Options",
+        HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
 fn route(shared: &Shared, path: &str) -> Result<Route, ApiError> {
+    match resource_route(shared, path) {
+        Err(err) if err.code == 404 && !custom_resource_served(shared, path) => {
+            Ok(Route::PageNotFound)
+        }
+        route => route,
+    }
+}
+
+/// Whether a failed path is the apiextensions handler's to answer (with a `Status`): any path
+/// outside `/apis/<group>/<version>/<resource path>` of a group no built-in API serves, or one
+/// that names a CRD's resource in its scope (a namespaced one under `namespaces/<ns>/`).
+fn custom_resource_served(shared: &Shared, path: &str) -> bool {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let ["apis", group, version, rest @ ..] = segs.as_slice() else {
+        return true;
+    };
+    if rest.is_empty() || shared.registry.built_in_group(group) {
+        return true;
+    }
+    let (namespaced, plural) = match rest {
+        ["namespaces", _, plural, ..] => (true, *plural),
+        [plural, ..] => (false, *plural),
+        [] => return true,
+    };
+    shared
+        .registry
+        .find(group, version, plural)
+        .is_some_and(|id| shared.registry.get(id).namespaced == namespaced)
+}
+
+fn resource_route(shared: &Shared, path: &str) -> Result<Route, ApiError> {
     let segments: Vec<String> = path
         .split('/')
         .filter(|s| !s.is_empty())
@@ -283,16 +347,34 @@ fn route(shared: &Shared, path: &str) -> Result<Route, ApiError> {
         }),
         other => (None, other.to_vec()),
     };
-    let (plural, name, subresource) = match rest.as_slice() {
-        [plural] => (*plural, None, None),
-        [plural, name] => (*plural, Some(name.to_string()), None),
-        [plural, name, sub] => (*plural, Some(name.to_string()), Some(sub.to_string())),
+    let (plural, name, subresource, deeper) = match rest.as_slice() {
+        [plural] => (*plural, None, None, false),
+        [plural, name] => (*plural, Some(name.to_string()), None, false),
+        [plural, name, sub, more @ ..] => (
+            *plural,
+            Some(name.to_string()),
+            Some(sub.to_string()),
+            !more.is_empty(),
+        ),
         _ => return Err(ApiError::unknown_resource()),
     };
     let id = registry
         .find(group, version, plural)
         .ok_or_else(ApiError::unknown_resource)?;
     let def = registry.get(id);
+    // The apiextensions handler answers any other path under a custom resource's object as
+    // that object not found.
+    let known_subresource = matches!(subresource.as_deref(), None | Some("status"))
+        && (subresource.is_none() || def.status_subresource);
+    if def.is_custom() && (deeper || !known_subresource) {
+        return Err(ApiError::not_found(
+            def,
+            name.as_deref().unwrap_or_default(),
+        ));
+    }
+    if deeper {
+        return Err(ApiError::unknown_resource());
+    }
     if namespace.is_some() && !def.namespaced {
         return Err(ApiError::unknown_resource());
     }
@@ -302,6 +384,7 @@ fn route(shared: &Shared, path: &str) -> Result<Route, ApiError> {
     match subresource.as_deref() {
         None => {}
         Some("status") if def.status_subresource => {}
+        Some("finalize") if def.group.is_empty() && def.plural == "namespaces" => {}
         Some("token") if def.group.is_empty() && def.plural == "serviceaccounts" => {}
         Some(_) => return Err(ApiError::unknown_resource()),
     }
@@ -343,8 +426,28 @@ fn selectors(def: &ResourceDef, query: &HashMap<String, String>) -> Result<Selec
                 .map(String::as_str)
                 .unwrap_or_default(),
             &def.field_labels(),
-        )?,
+        )
+        .map_err(|err| default_conversion_error(def, err))?,
     })
+}
+
+/// A built-in kind without a field label conversion of its own (only `metadata.name` and
+/// `metadata.namespace`) refuses another label with `DefaultMetaV1FieldSelectorConversion`'s
+/// words.
+fn default_conversion_error(def: &ResourceDef, err: ApiError) -> ApiError {
+    let labels = def.field_labels();
+    let default_only = def.builtin.is_some()
+        && labels.len() == 2
+        && labels
+            .iter()
+            .all(|(l, _)| matches!(*l, "metadata.name" | "metadata.namespace"));
+    match err.message.strip_prefix("field label not supported: ") {
+        Some(label) if default_only => ApiError::bad_request(format!(
+            "{} is not a known field selector: only \"metadata.name\", \"metadata.namespace\"",
+            go_quote(label)
+        )),
+        _ => err,
+    }
 }
 
 /// The kind of options a verb takes, as validation errors name it.
@@ -386,7 +489,7 @@ fn write_params(
         Some(other) => {
             errors.push(FieldError::not_supported(
                 "dryRun",
-                BadValue::Printed(format!("[]string{{{}}}", go_quote(other))),
+                BadValue::Printed(json!([other]).to_string()),
                 &["All".into()],
             ));
             false
@@ -455,20 +558,35 @@ async fn resource_request(
     context: RequestContext<'_>,
 ) -> Result<Response, ApiError> {
     let verb = context.verb;
-    // What kube-apiserver routes nowhere: a create of a named object, a write to a collection.
-    let misdirected = match verb {
-        "create" => path.name.is_some() && path.subresource.as_deref() != Some("token"),
-        "update" | "patch" => path.name.is_none(),
-        _ => false,
-    };
-    if misdirected {
-        return Err(ApiError::generic(405));
-    }
     let def = shared.registry.get(path.id).clone();
-    let scope = if path.subresource.is_some() {
-        Scope::Status
+    if def.is_custom() {
+        // The apiextensions handler serves every verb on every path of a custom resource: a
+        // create at an object's URL creates the body's object; an update or patch needs a
+        // name.
+        if matches!(verb, "update" | "patch") && path.name.is_none() {
+            return Err(ApiError::bad_request("name must be provided"));
+        }
     } else {
-        Scope::Main
+        // What go-restful routes nowhere for a built-in kind: a create of a named object or
+        // of a namespaced kind outside a namespace, a write to a collection.
+        let misdirected = match verb {
+            "create" => {
+                (path.name.is_some() && path.subresource.as_deref() != Some("token"))
+                    || (def.namespaced && path.namespace.is_none())
+            }
+            "update" | "patch" => path.name.is_none(),
+            _ => false,
+        };
+        if misdirected {
+            return Err(ApiError::generic(405));
+        }
+    }
+    let scope = match path.subresource.as_deref() {
+        None => Scope::Main,
+        Some("finalize") if verb == "update" => Scope::Finalize,
+        // The finalize subresource serves only updates.
+        Some("finalize") => return Err(ApiError::generic(405)),
+        Some(_) => Scope::Status,
     };
     let target = || Target {
         id: path.id,
@@ -495,21 +613,27 @@ async fn resource_request(
                 .ok_or_else(|| {
                     ApiError::not_found(&def, path.name.as_deref().unwrap_or_default())
                 })?;
+            let object = served_as(&def, object);
             let object = if metadata_only {
-                partial_metadata(object)
+                partial_metadata(&object)
             } else {
-                object.clone()
+                object
             };
             Ok(json_response(StatusCode::OK, &object, &[]))
         }
         "list" if path.subresource.is_none() => {
             let params = ListParams {
                 selectors: selectors(&def, query)?,
+                // `ListOptions.Limit` is an int64; zero or less means no limit.
                 limit: match query.get("limit").filter(|l| !l.is_empty()) {
-                    Some(l) => Some(
-                        l.parse()
-                            .map_err(|_| ApiError::bad_request(format!("invalid limit: {l:?}")))?,
-                    ),
+                    Some(l) => usize::try_from(l.parse::<i64>().map_err(|_| {
+                        ApiError::bad_request(format!(
+                            "strconv.ParseInt: parsing {}: invalid syntax",
+                            go_quote(l)
+                        ))
+                    })?)
+                    .ok()
+                    .filter(|l| *l > 0),
                     None => None,
                 },
                 continue_token: query.get("continue").cloned(),
@@ -593,11 +717,12 @@ async fn resource_request(
             let outcome = shared
                 .lock_store()?
                 .replace(&def, &target(), body, scope, &params)?;
-            Ok(json_response(
-                StatusCode::OK,
-                &outcome.object,
-                &outcome.warnings,
-            ))
+            let status = if outcome.created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(json_response(status, &outcome.object, &outcome.warnings))
         }
         "patch" => {
             let content_type = headers
@@ -681,6 +806,7 @@ async fn resource_request(
                     (None, Some("Foreground")) => Some("foregroundDeletion".into()),
                     _ => None,
                 },
+                propagation_chosen: orphan_dependents.is_some() || policy.is_some(),
             };
             let mut errors = Vec::new();
             if policy.is_some() && orphan_dependents.is_some() {
@@ -754,6 +880,16 @@ async fn resource_request(
             )?;
             Ok(json_response(StatusCode::OK, &list, &[]))
         }
+        // The apiextensions handler's NewMethodNotSupported for a custom resource.
+        _ if def.is_custom() => {
+            let verb = if verb == "other" { "" } else { verb };
+            let mut err = ApiError::method_not_allowed(format!(
+                "{verb} is not supported on resources of kind \"{}.{}\"",
+                def.plural, def.group
+            ));
+            *err.details = json!({ "group": def.group, "kind": def.plural });
+            Err(err)
+        }
         _ => Err(ApiError::method_not_allowed(format!(
             "the server does not allow this method on the requested resource ({verb})"
         ))),
@@ -824,5 +960,5 @@ fn json_response(status: StatusCode, body: &Value, warnings: &[String]) -> Respo
 
 fn error_response(err: &ApiError) -> Response {
     let status = StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json_response(status, &err.to_status(), &[])
+    json_response(status, &err.to_status(), &err.warnings)
 }

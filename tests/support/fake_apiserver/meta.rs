@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
 use regex::Regex;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::status::{go_quote, BadValue, ErrorType, FieldError};
 
@@ -83,15 +83,21 @@ pub fn regex_error(message: &str, pattern: &str, examples: &[&str]) -> String {
     text
 }
 
+/// `content.MaxLenError` (label keys and values).
 fn max_len_error(length: usize) -> String {
     format!("must be no more than {length} bytes")
+}
+
+/// `validation.MaxLenError` (DNS names, ConfigMap keys).
+fn max_chars_error(length: usize) -> String {
+    format!("must be no more than {length} characters")
 }
 
 /// `IsDNS1123Subdomain`.
 pub fn dns1123_subdomain(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > 253 {
-        errs.push(max_len_error(253));
+        errs.push(max_chars_error(253));
     }
     if !is_dns1123_subdomain_text(value) {
         errs.push(regex_error(
@@ -108,7 +114,7 @@ pub fn dns1123_label(value: &str) -> Vec<String> {
     static RE: OnceLock<Regex> = OnceLock::new();
     let mut errs = Vec::new();
     if value.len() > 63 {
-        errs.push(max_len_error(63));
+        errs.push(max_chars_error(63));
     }
     if !regex(&RE, &format!("^{DNS1123_LABEL_FMT}$")).is_match(value) {
         if is_dns1123_subdomain_text(value) {
@@ -135,11 +141,11 @@ pub fn label_key(value: &str) -> Vec<String> {
             if prefix.is_empty() {
                 errs.push("prefix part must be non-empty".to_string());
             } else {
-                errs.extend(
-                    dns1123_subdomain(prefix)
-                        .into_iter()
-                        .map(|m| format!("prefix part {m}")),
-                );
+                // content.IsLabelKey: its own subdomain check, counting bytes.
+                errs.extend(dns1123_subdomain(prefix).into_iter().map(|m| {
+                    let m = m.replace(&max_chars_error(253), &max_len_error(253));
+                    format!("prefix part {m}")
+                }));
             }
             name
         }
@@ -193,7 +199,7 @@ pub fn config_map_key(value: &str) -> Vec<String> {
     const FMT: &str = "[-._a-zA-Z0-9]+";
     let mut errs = Vec::new();
     if value.len() > 253 {
-        errs.push(max_len_error(253));
+        errs.push(max_chars_error(253));
     }
     if !regex(&RE, &format!("^{FMT}$")).is_match(value) {
         errs.push(regex_error(
@@ -362,20 +368,21 @@ pub fn annotations(meta: &Value) -> Vec<FieldError> {
 }
 
 /// Go's `%#v` of a `metav1.OwnerReference`.
-fn owner_reference_go(owner: &Value) -> String {
-    let pointer = |field: &str| match owner.get(field).and_then(Value::as_bool) {
-        Some(b) => format!("(*bool)({b})"),
-        None => "(*bool)(nil)".to_string(),
-    };
-    format!(
-        "v1.OwnerReference{{APIVersion:{}, Kind:{}, Name:{}, UID:{}, Controller:{}, BlockOwnerDeletion:{}}}",
-        go_quote(text(owner, "apiVersion")),
-        go_quote(text(owner, "kind")),
-        go_quote(text(owner, "name")),
-        go_quote(text(owner, "uid")),
-        pointer("controller"),
-        pointer("blockOwnerDeletion"),
-    )
+/// An OwnerReference as `encoding/json` prints it (its fields in order, unset pointers left
+/// out), the way field errors show it.
+fn owner_reference_json(owner: &Value) -> String {
+    let mut fields = vec![
+        format!("\"apiVersion\":{}", json!(text(owner, "apiVersion"))),
+        format!("\"kind\":{}", json!(text(owner, "kind"))),
+        format!("\"name\":{}", json!(text(owner, "name"))),
+        format!("\"uid\":{}", json!(text(owner, "uid"))),
+    ];
+    for pointer in ["controller", "blockOwnerDeletion"] {
+        if let Some(b) = owner.get(pointer).and_then(Value::as_bool) {
+            fields.push(format!("\"{pointer}\":{b}"));
+        }
+    }
+    format!("{{{}}}", fields.join(","))
 }
 
 /// `ValidateOwnerReferences`: apiVersion (with a version), kind, name and uid set, no Event
@@ -419,7 +426,7 @@ pub fn owner_references(meta: &Value) -> Vec<FieldError> {
         if group.is_empty() && version == "v1" && kind == "Event" {
             errs.push(FieldError::invalid(
                 path,
-                BadValue::Printed(owner_reference_go(owner)),
+                BadValue::Printed(owner_reference_json(owner)),
                 "/v1, Kind=Event is disallowed from being an owner",
             ));
         }
@@ -429,12 +436,12 @@ pub fn owner_references(meta: &Value) -> Vec<FieldError> {
                 Some(first) => errs.push(FieldError::invalid(
                     path,
                     BadValue::Printed(format!(
-                        "[]v1.OwnerReference{{{}}}",
+                        "[{}]",
                         owners
                             .iter()
-                            .map(owner_reference_go)
+                            .map(owner_reference_json)
                             .collect::<Vec<_>>()
-                            .join(", ")
+                            .join(",")
                     )),
                     format!(
                         "Only one reference can have Controller set to true. Found \"true\" in references for {first} and {current}"
@@ -460,6 +467,11 @@ fn string_list(meta: &Value, field: &str) -> Vec<String> {
 }
 
 /// Go's `%#v` of a `[]string`.
+fn json_string_list(items: &[String]) -> String {
+    json!(items).to_string()
+}
+
+/// Go's `%#v` of a `[]string` (messages that format the value themselves).
 fn go_string_slice(items: &[String]) -> String {
     format!(
         "[]string{{{}}}",
@@ -488,7 +500,7 @@ pub fn finalizers(meta: &Value) -> Vec<FieldError> {
     if list.iter().any(|f| f == "orphan") && list.iter().any(|f| f == "foregroundDeletion") {
         errs.push(FieldError::invalid(
             path,
-            BadValue::Printed(go_string_slice(&list)),
+            BadValue::Printed(json_string_list(&list)),
             "finalizer orphan and foregroundDeletion cannot be both set",
         ));
     }

@@ -10,7 +10,9 @@
 //! - `registry.rs`: the built-in kinds of `builtin.rs` and the CRDs derived from our API
 //!   types, or the real ones from the upstream tier via [`Options::crd_dir`] (Routes
 //!   optional); discovery documents.
-//! - `store.rs`: objects keyed by resource/namespace/name, one global resourceVersion; each
+//! - `store.rs`: objects keyed by resource/namespace/name (two APIs of one kind, core and
+//!   events.k8s.io Events, share a storage and read each other's objects converted), one
+//!   global resourceVersion; each
 //!   write runs kube-apiserver's stages in its order (decode, the body's namespace, field
 //!   management, admission with namespace existence, `PrepareForCreate`/`BeforeUpdate`,
 //!   validation, resourceVersion rules, storage); get/list (selectors, limit/continue), create,
@@ -20,6 +22,8 @@
 //! - `builtin.rs`: built-in kinds as their Go types (decode errors, zero values, `omitempty`,
 //!   `Time`/`MicroTime`), defaults, strategies, validation and admission.
 //! - `gotime.rs`: Go's time parsing and its error texts.
+//! - `jsonpatch.rs`: JSON patches with evanphx/json-patch v4's rules.
+//! - `strategic.rs`: strategic merge patches (directives, merge keys, list order).
 //! - `apply.rs`: managedFields as Kubernetes records them (per manager, operation, subresource,
 //!   and apiVersion for `Update`; Compare-based ownership of non-apply writes; request
 //!   managedFields used, reset or ignored as `decodeLiveOrNew` does), server-side apply with
@@ -61,13 +65,12 @@
 //! as extra resources are stored as sent), no controllers (a deleted Namespace stays
 //! `Terminating`, Services get no cluster IP), admission is NamespaceLifecycle and
 //! TaintNodesByCondition only, RBAC knows no aggregation and no escalation checks, no CEL cost
-//! budgets (see `cel.rs`), lists are not snapshots (later pages show current objects),
-//! strategic merge patches merge lists by their map keys without other directives than
-//! `$patch: delete`, quantities are not canonicalized. Field management: no cap of ten
+//! budgets (see `cel.rs`), a list snapshot reaches back only as far as the change history,
+//! strategic merge patches do not apply `$setElementOrder` or `$retainKeys` (see
+//! `strategic.rs`), quantities are not canonicalized. Field management: no cap of ten
 //! `Update` managers (`ancient-changes`), no last-applied annotation handling, metadata other
 //! than labels/annotations/finalizers/ownerReferences is not owned by appliers, an apply to a
-//! built-in's `/status` applies only `.status`, a list-map item without its keys makes the list
-//! atomic (Kubernetes rejects it). Defaults are applied on writes, not again on reads (schemas
+//! built-in's `/status` applies only `.status`. Defaults are applied on writes, not again on reads (schemas
 //! never change while a server runs). The CRDs derived from our types carry no `default:`
 //! (schemars adds one per `#[serde(default)]` field; the real CRDs do not).
 #![allow(dead_code, unused_imports)]
@@ -78,12 +81,14 @@ mod builtin;
 pub mod cel;
 pub mod gotime;
 mod http;
+mod jsonpatch;
 pub mod meta;
 mod registry;
 mod schema;
 mod selectors;
 mod status;
 mod store;
+mod strategic;
 mod watch;
 
 use std::net::SocketAddr;
@@ -122,7 +127,8 @@ pub struct Options {
     /// CRD directory (e.g. the real CRDs, `support::upstream::crds()`); `None` serves the CRDs
     /// derived from our own API types.
     pub crd_dir: Option<PathBuf>,
-    /// More resources to serve, e.g. `ResourceDef::builtin("", "events", "Event", true, false)`.
+    /// More resources to serve, e.g. `ResourceDef::builtin("", "podtemplates", "PodTemplate",
+    /// true, false)` (stored as sent).
     pub extra_resources: Vec<ResourceDef>,
 }
 
@@ -239,7 +245,14 @@ impl FakeApiServer {
             .local_addr()
             .map_err(|e| format!("local_addr: {e}"))?;
         let namespaces = registry.find("", "v1", "namespaces");
-        let store = Store::new(registry.len(), options.history_limit, namespaces);
+        let mut store = Store::new(registry.len(), options.history_limit, namespaces);
+        // Core and events.k8s.io Events are one storage served by two APIs.
+        if let (Some(core), Some(events)) = (
+            registry.find("", "v1", "events"),
+            registry.find("events.k8s.io", "v1", "events"),
+        ) {
+            store.share(core, events);
+        }
         let shared = Arc::new(Shared {
             registry,
             tokens: Mutex::new(authz::Tokens::default()),

@@ -118,7 +118,8 @@ pub struct Registry {
 impl Registry {
     /// The resources the machine-config-server and its tests touch: the built-in kinds of
     /// [`super::builtin`] (core nodes, namespaces, configmaps, secrets, services,
-    /// serviceaccounts; coordination leases; events.k8s.io events; RBAC roles and bindings);
+    /// serviceaccounts; coordination leases; core and events.k8s.io events, one storage; RBAC roles
+    /// and bindings);
     /// every CRD of `crd_dir` (default: the CRDs derived from our own API types,
     /// [`derived_crds`]; Routes only when `with_routes`, to model a plain Kubernetes cluster
     /// without OpenShift's route API).
@@ -175,6 +176,13 @@ impl Registry {
         self.resources
             .iter()
             .position(|r| r.group == group && r.version == version && r.plural == plural)
+    }
+
+    /// Whether a built-in API (not a CRD) serves `group` (`""`: the core group).
+    pub fn built_in_group(&self, group: &str) -> bool {
+        self.resources
+            .iter()
+            .any(|r| r.group == group && !r.is_custom())
     }
 
     /// The resource of objects with this `apiVersion` and `kind`.

@@ -270,10 +270,11 @@ pub fn validate_custom(
     old: Option<&Value>,
     new: &Value,
     meta_errors: Vec<FieldError>,
+    status_only: bool,
 ) -> Result<(Vec<Cause>, Vec<String>), ApiError> {
     let mut causes: Vec<Cause> = meta_errors.iter().map(FieldError::to_cause).collect();
     let mut warnings = Vec::new();
-    causes.extend(schema_errors(def, new));
+    causes.extend(schema_errors(def, new, status_only));
     if let Some(schema) = def.schema.as_ref().filter(|s| super::cel::has_rules(s)) {
         if causes.iter().any(blocks_cel) {
             causes.push(
@@ -323,7 +324,7 @@ pub fn validate_object(def: &ResourceDef, object: &Value) -> Result<(), Vec<Caus
     .iter()
     .map(FieldError::to_cause)
     .collect();
-    causes.extend(schema_errors(def, object));
+    causes.extend(schema_errors(def, object, false));
     if causes.is_empty() {
         Ok(())
     } else {
@@ -332,8 +333,11 @@ pub fn validate_object(def: &ResourceDef, object: &Value) -> Result<(), Vec<Caus
 }
 
 /// The OpenAPI schema errors of a custom resource (nothing for built-in kinds).
-fn schema_errors(def: &ResourceDef, object: &Value) -> Vec<Cause> {
-    let mut v = Validator::default();
+fn schema_errors(def: &ResourceDef, object: &Value, status_only: bool) -> Vec<Cause> {
+    let mut v = Validator {
+        status_only,
+        ..Validator::default()
+    };
     if let (Some(schema), Value::Object(map)) = (&def.schema, object) {
         // The root: apiVersion/kind/metadata are the server's; check the rest.
         let mut body = map.clone();
@@ -363,18 +367,26 @@ fn schema_errors(def: &ResourceDef, object: &Value) -> Vec<Cause> {
 struct Validator {
     errors: Vec<FieldError>,
     patterns: HashMap<String, Option<regex::Regex>>,
-}
-
-/// `path` as kube-openapi names it in messages (`body` for the root).
-fn shown(path: &str) -> &str {
-    if path.is_empty() {
-        "body"
-    } else {
-        path
-    }
+    /// A status update is validated by the status schema alone: its messages name paths
+    /// relative to `status` (the field paths keep it).
+    status_only: bool,
 }
 
 impl Validator {
+    /// `path` as kube-openapi names it in messages (`body` for the root of what it validates).
+    fn shown<'p>(&self, path: &'p str) -> &'p str {
+        let path = if self.status_only {
+            path.strip_prefix("status.").unwrap_or(path)
+        } else {
+            path
+        };
+        if path.is_empty() {
+            "body"
+        } else {
+            path
+        }
+    }
+
     fn invalid(&mut self, path: &str, value: BadValue, detail: String) {
         self.errors.push(FieldError::invalid(path, value, detail));
     }
@@ -389,7 +401,7 @@ impl Validator {
             BadValue::Str(actual.into()),
             format!(
                 "{} in body must be of type {wanted}: {}",
-                shown(path),
+                self.shown(path),
                 go_quote(actual)
             ),
         ));
@@ -452,7 +464,22 @@ impl Validator {
             "boolean" => value.is_boolean(),
             _ => true,
         };
-        if !ok {
+        if !ok && wanted == "integer" && value.is_number() {
+            // A fraction: kube-openapi's type check names the format and Go's float64, and
+            // its format check reports the value as well.
+            let format = schema.get("format").and_then(Value::as_str);
+            self.errors.push(FieldError::new(
+                ErrorType::TypeInvalid,
+                path,
+                BadValue::Str("float64".into()),
+                format!(
+                    "{} in body must be of type {}: \"float64\"",
+                    self.shown(path),
+                    format.unwrap_or("integer")
+                ),
+            ));
+            self.check_number(value, schema, path);
+        } else if !ok {
             self.type_error(path, value, wanted);
         }
         ok
@@ -475,7 +502,7 @@ impl Validator {
                     BadValue::Str(text.into()),
                     format!(
                         "{} in body should be at least {min} chars long",
-                        shown(path)
+                        self.shown(path)
                     ),
                 );
                 return;
@@ -491,7 +518,7 @@ impl Validator {
                     self.invalid(
                         path,
                         BadValue::Str(text.into()),
-                        format!("{} in body should match '{pattern}'", shown(path)),
+                        format!("{} in body should match '{pattern}'", self.shown(path)),
                     );
                 }
             }
@@ -509,7 +536,7 @@ impl Validator {
                     BadValue::Str(text.into()),
                     format!(
                         "{} in body must be of type {format}: {}",
-                        shown(path),
+                        self.shown(path),
                         go_quote(text)
                     ),
                 ));
@@ -526,14 +553,19 @@ impl Validator {
                 _ => value.as_i64().is_some() || n.fract() == 0.0 && n.abs() < 9.2e18,
             };
             if !fits {
-                let detail = match format {
-                    Some(f) => format!(
-                        "Checked value must be of type integer with format {f} in {}",
-                        shown(path)
-                    ),
-                    None => format!("Checked value must be of type integer in {}", shown(path)),
+                // Reported on the object holding the field, naming the field in it (the root
+                // prints as `<nil>`).
+                let (parent, field) = match path.rsplit_once('.') {
+                    Some((parent, field)) => (parent, field),
+                    None => ("<nil>", path),
                 };
-                self.invalid("<nil>", BadValue::Str(String::new()), detail);
+                let detail = match format {
+                    Some(f) => {
+                        format!("Checked value must be of type integer with format {f} in {field}")
+                    }
+                    None => format!("Checked value must be of type integer in {field}"),
+                };
+                self.invalid(parent, BadValue::Str(String::new()), detail);
             }
         }
         let exclusive_max = is_true(schema, "exclusiveMaximum");
@@ -547,7 +579,11 @@ impl Validator {
                 self.invalid(
                     path,
                     BadValue::of(value),
-                    format!("{} in body should be {op} {}", shown(path), go_float(max)),
+                    format!(
+                        "{} in body should be {op} {}",
+                        self.shown(path),
+                        go_float(max)
+                    ),
                 );
             }
         }
@@ -562,7 +598,11 @@ impl Validator {
                 self.invalid(
                     path,
                     BadValue::of(value),
-                    format!("{} in body should be {op} {}", shown(path), go_float(min)),
+                    format!(
+                        "{} in body should be {op} {}",
+                        self.shown(path),
+                        go_float(min)
+                    ),
                 );
             }
         }
@@ -573,7 +613,7 @@ impl Validator {
                     BadValue::of(value),
                     format!(
                         "{} in body should be a multiple of {}",
-                        shown(path),
+                        self.shown(path),
                         go_float(factor)
                     ),
                 );
@@ -593,7 +633,10 @@ impl Validator {
                 self.invalid(
                     path,
                     BadValue::Int(items.len() as i64),
-                    format!("{} in body should have at least {min} items", shown(path)),
+                    format!(
+                        "{} in body should have at least {min} items",
+                        self.shown(path)
+                    ),
                 );
             }
         }
@@ -605,8 +648,8 @@ impl Validator {
             if duplicated {
                 self.invalid(
                     path,
-                    BadValue::Printed(super::status::go_sharp_v(&Value::Array(items.to_vec()))),
-                    format!("{} in body shouldn't contain duplicates", shown(path)),
+                    BadValue::Printed(super::status::go_json(&Value::Array(items.to_vec()))),
+                    format!("{} in body shouldn't contain duplicates", self.shown(path)),
                 );
             }
         }
@@ -681,7 +724,7 @@ impl Validator {
                     BadValue::Int(map.len() as i64),
                     format!(
                         "{} in body should have at least {min} properties",
-                        shown(path)
+                        self.shown(path)
                     ),
                 );
             }
@@ -739,7 +782,7 @@ impl Validator {
                     BadValue::Str(String::new()),
                     format!(
                         "{} in body must validate at least one schema (anyOf)",
-                        shown(path)
+                        self.shown(path)
                     ),
                 );
             }
@@ -752,7 +795,7 @@ impl Validator {
                     BadValue::Str(String::new()),
                     format!(
                         "{} in body must validate one and only one schema (oneOf)",
-                        shown(path)
+                        self.shown(path)
                     ),
                 );
             }
@@ -764,7 +807,7 @@ impl Validator {
                     BadValue::Str(String::new()),
                     format!(
                         "{} in body shouldn't validate the schema (not)",
-                        shown(path)
+                        self.shown(path)
                     ),
                 );
             }

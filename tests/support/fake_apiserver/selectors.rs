@@ -1,7 +1,7 @@
 //! Label and field selectors for LIST and WATCH, parsed from query strings.
 //!
 //! Owns the selector grammar (a practical subset of Kubernetes': `k=v`, `k==v`, `k!=v`, `k`,
-//! `!k`, `k in (a,b)`, `k notin (a,b)` for labels; for fields `=`, `==`, `!=` on the labels the
+//! `!k`, `k in (a,b)`, `k notin (a,b)`, `k>n`, `k<n` for labels; for fields `=`, `==`, `!=` on the labels the
 //! resource supports, others a 400 `field label not supported`) and matching objects against
 //! it. Pure: no I/O, no store.
 
@@ -17,6 +17,9 @@ enum LabelRequirement {
     NotIn(String, Vec<String>),
     Exists(String),
     DoesNotExist(String),
+    /// `k>n`, `k<n`: the label is an integer greater (less) than `n`.
+    GreaterThan(String, i64),
+    LessThan(String, i64),
 }
 
 /// A parsed `labelSelector`; the empty selector matches everything.
@@ -50,6 +53,12 @@ impl LabelSelector {
             LabelRequirement::NotIn(k, vs) => !label(k).is_some_and(|l| vs.iter().any(|v| v == l)),
             LabelRequirement::Exists(k) => label(k).is_some(),
             LabelRequirement::DoesNotExist(k) => label(k).is_none(),
+            LabelRequirement::GreaterThan(k, n) => label(k)
+                .and_then(|l| l.parse::<i64>().ok())
+                .is_some_and(|l| l > *n),
+            LabelRequirement::LessThan(k, n) => label(k)
+                .and_then(|l| l.parse::<i64>().ok())
+                .is_some_and(|l| l < *n),
         })
     }
 }
@@ -103,6 +112,18 @@ fn parse_requirement(part: &str) -> Option<LabelRequirement> {
     if let Some((key, rest)) = part.split_once('=') {
         return equality(key, rest).map(|(k, v)| LabelRequirement::Equals(k, v));
     }
+    for (operator, make) in [
+        (
+            '>',
+            LabelRequirement::GreaterThan as fn(String, i64) -> LabelRequirement,
+        ),
+        ('<', LabelRequirement::LessThan),
+    ] {
+        if let Some((key, rest)) = part.split_once(operator) {
+            let (key, value) = (key.trim(), rest.trim().parse::<i64>().ok()?);
+            return valid_key(key).then(|| make(key.to_string(), value));
+        }
+    }
     let words: Vec<&str> = part.splitn(2, char::is_whitespace).collect();
     if words.len() == 2 {
         let key = words[0].trim();
@@ -138,7 +159,8 @@ fn equality(key: &str, value: &str) -> Option<(String, String)> {
 /// object without the field has.
 #[derive(Clone, Debug, PartialEq)]
 struct FieldRequirement {
-    path: String,
+    /// The fields the label reads, the first set one deciding.
+    paths: Vec<String>,
     equal: bool,
     value: String,
     unset: String,
@@ -167,13 +189,23 @@ impl FieldSelector {
                 )));
             };
             let field = field.trim();
-            let Some((_, unset)) = labels.iter().find(|(label, _)| *label == field) else {
+            // A label is its field's path, or `label=path|path`: the first of those fields
+            // that is set (core Events' `source`: the source component, else the reporting
+            // component).
+            let Some((spec, unset)) = labels
+                .iter()
+                .find(|(label, _)| label.split('=').next() == Some(field))
+            else {
                 return Err(ApiError::bad_request(format!(
                     "field label not supported: {field}"
                 )));
             };
             requirements.push(FieldRequirement {
-                path: field.to_string(),
+                paths: spec
+                    .split_once('=')
+                    .map_or(vec![field.to_string()], |(_, paths)| {
+                        paths.split('|').map(str::to_string).collect()
+                    }),
                 equal,
                 value: value.trim().to_string(),
                 unset: unset.to_string(),
@@ -184,16 +216,21 @@ impl FieldSelector {
 
     pub fn matches(&self, object: &Value) -> bool {
         self.0.iter().all(|req| {
-            let found = req
-                .path
-                .split('.')
-                .try_fold(object, |v, segment| v.get(segment));
-            let actual = match found {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Bool(b)) => b.to_string(),
-                Some(Value::Number(n)) => n.to_string(),
-                _ => req.unset.clone(),
-            };
+            let actual = req
+                .paths
+                .iter()
+                .find_map(|path| {
+                    let found = path
+                        .split('.')
+                        .try_fold(object, |v, segment| v.get(segment));
+                    match found {
+                        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+                        Some(Value::Bool(b)) => Some(b.to_string()),
+                        Some(Value::Number(n)) => Some(n.to_string()),
+                        _ => None,
+                    }
+                })
+                .unwrap_or_else(|| req.unset.clone());
             (actual == req.value) == req.equal
         })
     }
@@ -207,6 +244,11 @@ pub struct Selectors {
 }
 
 impl Selectors {
+    /// Whether neither selector has a requirement.
+    pub fn is_empty(&self) -> bool {
+        self.labels.0.is_empty() && self.fields.0.is_empty()
+    }
+
     pub fn matches(&self, object: &Value) -> bool {
         self.labels.matches(object) && self.fields.matches(object)
     }

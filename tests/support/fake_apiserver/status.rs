@@ -96,7 +96,8 @@ impl BadValue {
                 None => BadValue::Float(n.as_f64().unwrap_or_default()),
             },
             Value::String(s) => BadValue::Str(s.clone()),
-            other => BadValue::Printed(go_sharp_v(other)),
+            // Since 1.34 a list or map value is printed as JSON.
+            other => BadValue::Printed(go_json(other)),
         }
     }
 
@@ -272,6 +273,29 @@ pub fn go_float(f: f64) -> String {
 }
 
 /// Go's `%#v` of a decoded JSON value (`[]interface {}{...}`, `map[string]interface {}{...}`).
+/// `encoding/json` of a decoded JSON value (`map[string]interface{}` keys sorted), as field
+/// errors print a list or map value.
+pub fn go_json(value: &Value) -> String {
+    match value {
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(go_json).collect::<Vec<_>>().join(",")
+        ),
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            format!(
+                "{{{}}}",
+                keys.iter()
+                    .map(|k| format!("{}:{}", Value::from(k.as_str()), go_json(&map[k.as_str()])))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        }
+        other => other.to_string(),
+    }
+}
+
 pub fn go_sharp_v(value: &Value) -> String {
     match value {
         Value::Null => "interface {}(nil)".into(),
@@ -309,8 +333,11 @@ pub struct ApiError {
     pub reason: &'static str,
     /// `Status.message`.
     pub message: String,
-    /// `Status.details`; `Null` when the answer has none.
-    pub details: Value,
+    /// `Status.details`; `Null` when the answer has none (boxed: the error stays small).
+    pub details: Box<Value>,
+    /// `Warning` headers the request drew before it failed (kube-apiserver sends them with
+    /// the error).
+    pub warnings: Vec<String>,
 }
 
 impl fmt::Display for ApiError {
@@ -328,7 +355,8 @@ impl ApiError {
             code,
             reason,
             message: message.into(),
-            details: Value::Null,
+            details: Box::new(Value::Null),
+            warnings: Vec::new(),
         }
     }
 
@@ -345,7 +373,7 @@ impl ApiError {
             "InternalError",
             format!("Internal error occurred: {message}"),
         );
-        err.details = json!({ "causes": [{ "message": message }] });
+        *err.details = json!({ "causes": [{ "message": message }] });
         err
     }
 
@@ -367,7 +395,7 @@ impl ApiError {
             _ => ("", "the server responded with an error"),
         };
         let mut err = ApiError::new(code, reason, message);
-        err.details = json!({});
+        *err.details = json!({});
         err
     }
 
@@ -381,7 +409,7 @@ impl ApiError {
                 map.remove("name");
             }
         }
-        self.details = details;
+        *self.details = details;
         self
     }
 
@@ -448,7 +476,7 @@ impl ApiError {
     /// (`NewApplyConflict`: the details hold only the causes).
     pub fn apply_conflict(message: String, causes: &[Cause]) -> Self {
         let mut err = ApiError::new(409, "Conflict", message);
-        err.details = json!({ "causes": causes_json(causes) });
+        *err.details = json!({ "causes": causes_json(causes) });
         err
     }
 
@@ -490,7 +518,7 @@ impl ApiError {
             many => format!("{subject}: [{}]", many.join(", ")),
         };
         let mut err = ApiError::new(422, "Invalid", message);
-        err.details = json!({ "name": name, "kind": kind, "causes": causes_json(causes) });
+        *err.details = json!({ "name": name, "kind": kind, "causes": causes_json(causes) });
         if !group.is_empty() {
             err.details["group"] = json!(group);
         }
@@ -554,7 +582,7 @@ impl ApiError {
             status["reason"] = json!(self.reason);
         }
         if !self.details.is_null() {
-            status["details"] = self.details.clone();
+            status["details"] = (*self.details).clone();
         }
         status
     }

@@ -20,11 +20,13 @@ use tokio::sync::broadcast;
 
 use super::apply;
 use super::builtin::{self, Encoding};
+use super::jsonpatch;
 use super::meta::{self, NameRule};
 use super::registry::{ResourceDef, ResourceId};
 use super::schema;
 use super::selectors::Selectors;
 use super::status::{causes_of, go_quote, ApiError, BadValue, Cause, FieldError};
+use super::strategic;
 
 /// What happened to an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,6 +121,9 @@ pub enum Scope {
     Main,
     /// The `/status` subresource: only `.status`.
     Status,
+    /// A Namespace's `/finalize` subresource: everything but `.status` (its strategy keeps
+    /// the stored status), recorded under the subresource `finalize`.
+    Finalize,
 }
 
 /// The result of a write: the stored object, whether it was created, and warnings for the
@@ -138,6 +143,10 @@ pub struct Preconditions {
     /// The finalizer a delete's propagation adds (`foregroundDeletion` for `Foreground`,
     /// `orphan` for `Orphan`): with no garbage collector running it stays, and so does the object.
     pub propagation_finalizer: Option<String>,
+    /// Whether the delete chose a propagation (a policy or `orphanDependents`): then the
+    /// garbage collector's finalizers the object has are replaced by the chosen one
+    /// (`deletionFinalizersForGarbageCollection`), also on an object already being deleted.
+    pub propagation_chosen: bool,
 }
 
 /// Parameters of a LIST.
@@ -167,6 +176,9 @@ pub struct Store {
     uid_counter: u64,
     /// The Namespace resource, when served: namespaced creates need their namespace.
     namespaces: Option<ResourceId>,
+    /// Where each resource's objects are kept: its own id, or that of the resource it shares
+    /// its storage with (core and events.k8s.io Events).
+    slots: Vec<ResourceId>,
 }
 
 impl Store {
@@ -188,7 +200,24 @@ impl Store {
             uid_seed,
             uid_counter: 0,
             namespaces,
+            slots: (0..resources).collect(),
         }
+    }
+
+    /// The storage slot of resource `id` (what its changes are published under).
+    pub fn slot(&self, id: ResourceId) -> ResourceId {
+        self.slots[id]
+    }
+
+    /// Serves resource `id` from the storage of resource `with` (two APIs of one kind).
+    pub fn share(&mut self, id: ResourceId, with: ResourceId) {
+        self.slots[id] = self.slots[with];
+    }
+
+    /// The stored object as resource `def` serves it (converted when another API stored it).
+    fn get_as(&self, def: &ResourceDef, target: &Target) -> Option<Value> {
+        let stored = self.get(target.id, target.namespace.as_deref(), &target.name)?;
+        Some(served_as(def, stored))
     }
 
     /// The current global resourceVersion.
@@ -218,7 +247,8 @@ impl Store {
     }
 
     pub fn get(&self, id: ResourceId, namespace: Option<&str>, name: &str) -> Option<&Value> {
-        self.objects[id].get(&(namespace.unwrap_or_default().to_string(), name.to_string()))
+        self.objects[self.slots[id]]
+            .get(&(namespace.unwrap_or_default().to_string(), name.to_string()))
     }
 
     /// Objects of a resource (in one namespace, or all), sorted by namespace and name.
@@ -227,7 +257,7 @@ impl Store {
         id: ResourceId,
         namespace: Option<&'a str>,
     ) -> impl Iterator<Item = &'a Value> + 'a {
-        self.objects[id]
+        self.objects[self.slots[id]]
             .iter()
             .filter(move |((ns, _), _)| namespace.is_none_or(|want| want == ns))
             .map(|(_, v)| v)
@@ -242,6 +272,8 @@ impl Store {
         namespace: Option<&str>,
         params: &ListParams,
     ) -> Result<Value, ApiError> {
+        check_list_options(params)?;
+        let from_cache = params.resource_version.as_deref() == Some("0");
         let (list_revision, start_after) = match params.continue_token.as_deref() {
             Some(token) if !token.is_empty() => {
                 let (rv, key) = decode_continue(token)?;
@@ -252,24 +284,36 @@ impl Store {
                 }
                 (rv, Some(key))
             }
-            _ => {
-                self.check_list_version(params)?;
-                (self.revision, None)
-            }
+            _ => (self.list_version(params)?, None),
         };
-        let mut matching = self.objects[id]
+        // A list at an older revision (a continued list, `Exact`) is a snapshot of it.
+        let snapshot = self.objects_at(id, list_revision);
+        // etcd's key order: `<namespace>/<name>` as one string.
+        let mut keyed: Vec<(String, &ObjectKey, &Value)> = snapshot
             .iter()
             .filter(|((ns, _), _)| namespace.is_none_or(|want| want == ns))
-            .filter(|(key, _)| start_after.as_ref().is_none_or(|after| *key > after))
-            .filter(|(_, obj)| params.selectors.matches(obj));
+            .map(|(key, obj)| (storage_key(key), key, obj))
+            .filter(|(k, _, _)| {
+                start_after
+                    .as_ref()
+                    .is_none_or(|after| k > &storage_key(after))
+            })
+            .collect();
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        // The watch cache serves resourceVersion=0 whole, whatever the limit.
+        let limit = params.limit.filter(|_| !from_cache);
         let mut items = Vec::new();
-        let mut last_key = None;
-        let limit = params.limit.filter(|l| *l > 0);
-        for (key, obj) in matching.by_ref() {
-            if limit.is_some_and(|l| items.len() >= l) {
-                // One more exists: the page is full and the list continues after `last_key`.
-                let remaining = 1 + matching.count();
-                let token = encode_continue(list_revision, last_key.unwrap_or(key));
+        for (i, (_, key, stored)) in keyed.iter().enumerate() {
+            let obj = served_as(def, stored);
+            if !params.selectors.matches(&obj) {
+                continue;
+            }
+            items.push(obj);
+            if limit.is_some_and(|l| items.len() >= l) && i + 1 < keyed.len() {
+                // The page is full and more keys follow (matching or not): the list continues
+                // after this one; how many remain is only known without selectors.
+                let remaining = params.selectors.is_empty().then_some(keyed.len() - i - 1);
+                let token = encode_continue(list_revision, key);
                 return Ok(list_json(
                     def,
                     list_revision,
@@ -277,51 +321,71 @@ impl Store {
                     Some((token, remaining)),
                 ));
             }
-            items.push(obj.clone());
-            last_key = Some(key);
         }
         Ok(list_json(def, list_revision, items, None))
     }
 
-    /// Kubernetes list semantics for `resourceVersion`/`resourceVersionMatch`: unset or "0"
-    /// means "any", `NotOlderThan` is served from the current state, `Exact` only for the
-    /// current revision (this store keeps no snapshots).
-    fn check_list_version(&self, params: &ListParams) -> Result<(), ApiError> {
+    /// The objects of resource `id` as they were at `revision`: the current ones with the
+    /// history's later changes undone (`revision` is at least `oldest_resumable`).
+    fn objects_at(&self, id: ResourceId, revision: u64) -> BTreeMap<ObjectKey, Value> {
+        let mut objects = self.objects[self.slots[id]].clone();
+        for change in self.history.iter().rev() {
+            if change.revision <= revision {
+                break;
+            }
+            if change.resource != self.slots[id] {
+                continue;
+            }
+            let name = change.object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let key = (change.namespace.clone(), name);
+            match change.kind {
+                ChangeKind::Added => {
+                    objects.remove(&key);
+                }
+                ChangeKind::Modified | ChangeKind::Deleted => {
+                    let before = change
+                        .previous
+                        .clone()
+                        .unwrap_or_else(|| change.object.clone());
+                    objects.insert(key, before);
+                }
+            }
+        }
+        objects
+    }
+
+    /// The revision a list without `continue` is served at: the current one, or for
+    /// `resourceVersionMatch=Exact` the one asked for (410 when the history no longer reaches
+    /// back to it); a resourceVersion newer than the store is a 504.
+    fn list_version(&self, params: &ListParams) -> Result<u64, ApiError> {
         let Some(rv) = params
             .resource_version
             .as_deref()
             .filter(|rv| !rv.is_empty())
         else {
-            if params.resource_version_match.is_some() {
-                return Err(ApiError::bad_request(
-                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
-                ));
-            }
-            return Ok(());
+            return Ok(self.revision);
         };
         let wanted = parse_revision(rv)?;
+        if wanted > self.revision {
+            return Err(ApiError::new(
+                504,
+                "Timeout",
+                format!(
+                    "Too large resource version: {wanted}, current: {}",
+                    self.revision
+                ),
+            ));
+        }
         match params.resource_version_match.as_deref() {
-            Some("Exact") if wanted != self.revision => Err(ApiError::expired(format!(
+            Some("Exact") if wanted < self.oldest_resumable => Err(ApiError::expired(format!(
                 "too old resource version: {wanted} ({})",
-                self.revision
+                self.oldest_resumable
             ))),
-            Some("Exact") | Some("NotOlderThan") | None | Some("") => {
-                if wanted > self.revision {
-                    Err(ApiError::new(
-                        504,
-                        "Timeout",
-                        format!(
-                            "Too large resource version: {wanted}, current: {}",
-                            self.revision
-                        ),
-                    ))
-                } else {
-                    Ok(())
-                }
-            }
-            Some(other) => Err(ApiError::bad_request(format!(
-                "resourceVersionMatch: Unsupported value: {other:?}"
-            ))),
+            Some("Exact") => Ok(wanted),
+            _ => Ok(self.revision),
         }
     }
 
@@ -514,14 +578,14 @@ impl Store {
     ) -> Result<WriteOutcome, ApiError> {
         let (object, warnings) = decode(def, body, params)?;
         check_name(target, &object)?;
-        let Some(old) = self
-            .get(target.id, target.namespace.as_deref(), &target.name)
-            .cloned()
-        else {
+        let Some(old) = self.get_as(def, target) else {
             let creates = def.builtin.is_some_and(|k| k.create_on_update);
             if creates && scope == Scope::Main {
                 let mut object = object;
                 wipe_system_fields(&mut object);
+                // The update's storage prepares the new object: a sent resourceVersion is
+                // dropped, not refused as a create's would be.
+                ensure_object(&mut object, "metadata").remove("resourceVersion");
                 ensure_namespace_matches(def, target.namespace.as_deref(), &mut object)?;
                 let object = manage_update(def, None, object, &params.manager(), Scope::Main);
                 return self.create_stages(def, target, object, params, warnings);
@@ -568,22 +632,13 @@ impl Store {
             .unwrap_or_default()
             .to_string();
         match parse_resource_version(&sent) {
-            Err(message) => {
-                return Err(ApiError::invalid_in(
-                    &def.group,
-                    &def.plural,
-                    &target.name,
-                    &[
-                        FieldError::invalid(
-                            "resourceVersion",
-                            BadValue::Str(sent.clone()),
-                            message,
-                        )
-                        .to_cause(),
-                    ],
-                ))
-            }
-            Ok(0) if def.builtin.is_some_and(|k| k.unconditional_update) || !def.is_custom() => {
+            // `ObjectResourceVersion` parses it with strconv: a plain 500.
+            Err(message) => return Err(ApiError::plain(message)),
+            Ok(0)
+                if def
+                    .builtin
+                    .map_or(!def.is_custom(), |k| k.unconditional_update) =>
+            {
                 new["metadata"]["resourceVersion"] = json!(current);
             }
             Ok(0) => {
@@ -621,6 +676,8 @@ impl Store {
                 Some(g) => meta.insert("generation".into(), g.clone()),
                 None => meta.remove("generation"),
             };
+            // selfLink is no longer served: a written one is dropped.
+            meta.remove("selfLink");
         }
         let mut new = scoped_replacement(def, &old, new, scope);
         if def.is_custom() && scope == Scope::Main && spec_changed(def, &old, &new) {
@@ -655,7 +712,7 @@ impl Store {
             new = builtin::encode(kind, &new, Encoding::Json);
         }
         normalize_metadata(def, &mut new);
-        let (causes, ratcheted) = validate_update(def, &old, &new)?;
+        let (causes, ratcheted) = validate_update(def, &old, &new, scope)?;
         if !causes.is_empty() {
             return Err(ApiError::invalid_in(
                 def.error_group(),
@@ -714,41 +771,81 @@ impl Store {
         params: &WriteParams,
     ) -> Result<WriteOutcome, ApiError> {
         let old = self
-            .get(target.id, target.namespace.as_deref(), &target.name)
-            .cloned()
+            .get_as(def, target)
             .ok_or_else(|| ApiError::not_found(def, &target.name))?;
         let mut patched = old.clone();
         match patch_type {
             PatchType::Merge | PatchType::Strategic => {
-                let patch: Value = serde_json::from_slice(body)
-                    .map_err(|_| ApiError::bad_request("Invalid JSON Patch"))?;
+                let patch: Value = serde_json::from_slice(body).map_err(|e| {
+                    ApiError::bad_request(format!(
+                        "error decoding patch: {}",
+                        go_json_error(body, &e)
+                    ))
+                })?;
                 if !patch.is_object() {
-                    return Err(ApiError::bad_request("Invalid JSON Patch"));
+                    return Err(ApiError::bad_request(format!(
+                        "error decoding patch: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                        go_json_type(&patch)
+                    )));
                 }
                 if patch_type == PatchType::Merge {
-                    json_patch::merge(&mut patched, &patch);
+                    jsonpatch::merge_patch(&mut patched, &patch);
                 } else {
                     let shape = def.builtin.map(|k| k.shape());
-                    strategic_merge(&mut patched, &patch, shape);
+                    strategic::apply(&mut patched, &patch, shape)?;
                 }
             }
             PatchType::Json => {
                 // jsonpatch.DecodePatch only needs a list of objects (else 400); an operation
                 // it cannot apply (unknown op, missing path, failed test) is a 422.
-                let operations: Vec<Map<String, Value>> =
-                    serde_json::from_slice(body).map_err(|e| {
-                        ApiError::bad_request(format!(
-                            "json: cannot unmarshal into Go value of type jsonpatch.Patch: {e}"
-                        ))
-                    })?;
-                let patch: json_patch::Patch = serde_json::from_value(Value::Array(
-                    operations.into_iter().map(Value::Object).collect(),
-                ))
-                .map_err(|_| ApiError::generic(422))?;
-                json_patch::patch(&mut patched, &patch).map_err(|_| ApiError::generic(422))?;
+                let parsed: Value = serde_json::from_slice(body).map_err(|e| {
+                    ApiError::bad_request(format!(
+                        "error decoding patch: {}",
+                        go_json_error(body, &e)
+                    ))
+                })?;
+                let not_operations = || {
+                    ApiError::bad_request(format!(
+                        "error decoding patch: json: cannot unmarshal {} into Go value of type []handlers.jsonPatchOp",
+                        go_json_type(&parsed)
+                    ))
+                };
+                let operations: Vec<Map<String, Value>> = match &parsed {
+                    Value::Array(items) => items
+                        .iter()
+                        .map(|op| op.as_object().cloned().ok_or_else(not_operations))
+                        .collect::<Result<_, _>>()?,
+                    _ => return Err(not_operations()),
+                };
+                jsonpatch::apply(&mut patched, &operations).map_err(|_| ApiError::generic(422))?;
             }
         }
-        let (object, warnings) = decode(def, patched, params)?;
+        let printed = match patch_type {
+            // The strategic patcher reports the patch as Go prints the decoded map.
+            PatchType::Strategic => serde_json::from_slice::<Value>(body)
+                .map(|p| go_value(&p))
+                .unwrap_or_default(),
+            _ => patched.to_string(),
+        };
+        if def.is_custom() {
+            check_patched_version(def, &patched).map_err(|mut err| {
+                // Decoded at another version than the URL's, the object has no schema:
+                // every field but the type and metadata is unknown (warned even though the
+                // request fails).
+                if params.field_validation == FieldValidation::Warn {
+                    if let Value::Object(map) = &patched {
+                        err.warnings = map
+                            .keys()
+                            .filter(|k| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+                            .map(|k| format!("unknown field \"{k}\""))
+                            .collect();
+                    }
+                }
+                err
+            })?;
+        }
+        let (object, warnings) =
+            decode(def, patched, params).map_err(|e| undecodable_patch(e, printed))?;
         check_name(target, &object)?;
         let new = manage_update(def, Some(&old), object, &params.manager(), scope);
         self.update_stages(def, target, old, new, scope, params, warnings)
@@ -781,6 +878,19 @@ impl Store {
             })?;
         let config: Value = serde_yaml::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+        if !config.is_object() {
+            return Err(ApiError::bad_request(format!(
+                "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                go_json_type(&config)
+            )));
+        }
+        if def.is_custom() && config["kind"].as_str().unwrap_or_default().is_empty() {
+            // The apply configuration's type is taken from the body.
+            return Err(ApiError::bad_request(format!(
+                "invalid object type: {}, Kind=",
+                def.api_version()
+            )));
+        }
         let config = check_body(def, config)?;
         if config["metadata"]
             .get("managedFields")
@@ -788,13 +898,32 @@ impl Store {
         {
             return Err(ApiError::bad_request("metadata.managedFields must be nil"));
         }
-        let (mut config, unknown) = decode_fields(def, config)?;
-        if !unknown.is_empty() {
-            return Err(undeclared_in_apply(
+        let typed = apply::typed_errors(def, &config);
+        if !typed.is_empty() {
+            return Err(untyped_apply(
                 def,
                 target.namespace.as_deref(),
                 &target.name,
-                &unknown,
+                &typed,
+            ));
+        }
+        let sent = config.clone();
+        let (mut config, unknown) = decode_fields(def, config)?;
+        if def.is_custom() {
+            // The apply configuration is typed, not decoded: its nulls are not pruned, and
+            // reach validation with the merged object.
+            restore_nulls(&mut config, &sent);
+        }
+        if !unknown.is_empty() {
+            let errors: Vec<String> = unknown
+                .iter()
+                .map(|path| format!(".{path}: field not declared in schema"))
+                .collect();
+            return Err(untyped_apply(
+                def,
+                target.namespace.as_deref(),
+                &target.name,
+                &errors,
             ));
         }
         match config["metadata"]["name"].as_str() {
@@ -808,9 +937,7 @@ impl Store {
             None => config["metadata"]["name"] = json!(target.name),
         }
         ensure_namespace_matches(def, target.namespace.as_deref(), &mut config)?;
-        let old = self
-            .get(target.id, target.namespace.as_deref(), &target.name)
-            .cloned();
+        let old = self.get_as(def, target);
         if scope == Scope::Status && old.is_none() {
             return Err(ApiError::not_found(def, &target.name));
         }
@@ -857,8 +984,7 @@ impl Store {
         dry_run: bool,
     ) -> Result<Value, ApiError> {
         let old = self
-            .get(target.id, target.namespace.as_deref(), &target.name)
-            .cloned()
+            .get_as(def, target)
             .ok_or_else(|| ApiError::not_found(def, &target.name))?;
         if let Some(uid) = preconditions.uid.as_deref() {
             let actual = old["metadata"]["uid"].as_str().unwrap_or_default();
@@ -888,10 +1014,12 @@ impl Store {
             .as_array()
             .cloned()
             .unwrap_or_default();
+        let before = finalizers.clone();
+        if preconditions.propagation_chosen {
+            finalizers.retain(|f| f != "orphan" && f != "foregroundDeletion");
+        }
         if let Some(added) = preconditions.propagation_finalizer.as_deref() {
-            if old["metadata"].get("deletionTimestamp").is_none()
-                && !finalizers.iter().any(|f| f == added)
-            {
+            if !finalizers.iter().any(|f| f == added) {
                 finalizers.push(json!(added));
             }
         }
@@ -911,14 +1039,20 @@ impl Store {
             if old["metadata"].get("deletionTimestamp").is_some() || dry_run {
                 return Ok(old);
             }
+            // The namespace storage's own delete marks it without a grace period.
             let mut marked = old.clone();
             marked["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
-            marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
             marked["status"]["phase"] = json!("Terminating");
             return Ok(self.commit(target, Some(old), Some(marked)));
         }
         if has_finalizers {
-            if old["metadata"].get("deletionTimestamp").is_some() || dry_run {
+            let deleting = old["metadata"].get("deletionTimestamp").is_some();
+            if deleting && finalizers != before && !dry_run {
+                let mut updated = old.clone();
+                updated["metadata"]["finalizers"] = Value::Array(finalizers);
+                return Ok(self.commit(target, Some(old), Some(updated)));
+            }
+            if deleting || dry_run {
                 return Ok(old);
             }
             let mut marked = old.clone();
@@ -966,7 +1100,7 @@ impl Store {
         selectors: &Selectors,
         dry_run: bool,
     ) -> Result<Value, ApiError> {
-        let names: Vec<(String, String)> = self.objects[id]
+        let names: Vec<(String, String)> = self.objects[self.slots[id]]
             .iter()
             .filter(|((ns, _), _)| namespace.is_none_or(|want| want == ns))
             .filter(|(_, obj)| selectors.matches(obj))
@@ -1023,12 +1157,12 @@ impl Store {
         ensure_object(&mut object, "metadata")
             .insert("resourceVersion".into(), json!(revision.to_string()));
         if kind == ChangeKind::Deleted {
-            self.objects[target.id].remove(&key);
+            self.objects[self.slots[target.id]].remove(&key);
         } else {
-            self.objects[target.id].insert(key.clone(), object.clone());
+            self.objects[self.slots[target.id]].insert(key.clone(), object.clone());
         }
         let change = Arc::new(Change {
-            resource: target.id,
+            resource: self.slots[target.id],
             namespace: key.0,
             kind,
             object: object.clone(),
@@ -1095,7 +1229,13 @@ pub fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
 
 pub fn parse_revision(rv: &str) -> Result<u64, ApiError> {
     rv.parse::<u64>()
-        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))
+        .map_err(|_| {
+            ApiError::bad_request(format!(
+                "invalid resource version: resourceVersion: Invalid value: {}: strconv.ParseUint: parsing {}: invalid syntax",
+                go_quote(rv),
+                go_quote(rv)
+            ))
+        })
 }
 
 /// `APIObjectVersioner.ParseResourceVersion`: "" and "0" are unset; anything else must be a
@@ -1145,6 +1285,16 @@ fn is_namespace(def: &ResourceDef) -> bool {
 /// Checks the body is an object of this resource's apiVersion/kind (filling them in when
 /// absent) and that `metadata` is an object.
 fn check_body(def: &ResourceDef, mut body: Value) -> Result<Value, ApiError> {
+    if def.is_custom() && !body.is_object() {
+        // The unstructured decoder reads the type first; it quotes the body in hex.
+        let text = body.to_string();
+        let hex: String = text.bytes().map(|b| format!("{b:02x}")).collect();
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }} ({hex})",
+            def.kind,
+            go_json_type(&body)
+        )));
+    }
     let Value::Object(map) = &mut body else {
         return Err(ApiError::undecodable(
             def,
@@ -1152,6 +1302,9 @@ fn check_body(def: &ResourceDef, mut body: Value) -> Result<Value, ApiError> {
         ));
     };
     let api_version = def.api_version();
+    if def.is_custom() {
+        check_custom_type(def, map)?;
+    }
     match map.get("apiVersion").and_then(Value::as_str) {
         None | Some("") => {
             map.insert("apiVersion".into(), json!(api_version));
@@ -1192,6 +1345,129 @@ fn check_body(def: &ResourceDef, mut body: Value) -> Result<Value, ApiError> {
         }
     }
     Ok(body)
+}
+
+/// The type of a custom resource's body: unlike a built-in kind's decoder, the unstructured
+/// one needs `kind` (400, the body quoted); a `kind` other than the resource's is the custom
+/// resource validator's 422.
+fn check_custom_type(def: &ResourceDef, map: &Map<String, Value>) -> Result<(), ApiError> {
+    let name = map
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match map.get("kind").and_then(Value::as_str) {
+        None | Some("") => {
+            let body = Value::Object(map.clone()).to_string();
+            let mut short: String = body.chars().take(30).collect();
+            if short.len() < body.len() {
+                short.push_str(" ...");
+            }
+            return Err(ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {}): Object 'Kind' is missing in '{body}' ({short})",
+                def.kind
+            )));
+        }
+        Some(kind) if kind != def.kind => {
+            return Err(ApiError::invalid_in(
+                &def.group,
+                kind,
+                name,
+                &[FieldError::invalid(
+                    "kind",
+                    BadValue::Str(kind.to_string()),
+                    format!("must be {}", def.kind),
+                )
+                .to_cause()],
+            ))
+        }
+        Some(_) => {}
+    }
+    Ok(())
+}
+
+/// A patch of a custom resource that changes its `apiVersion`: the patched object is not
+/// decoded against the URL's version, the custom resource validator refuses it (422).
+fn check_patched_version(def: &ResourceDef, object: &Value) -> Result<(), ApiError> {
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let api_version = def.api_version();
+    match object.get("apiVersion").and_then(Value::as_str) {
+        Some(v) if !v.is_empty() && v != api_version => Err(ApiError::invalid_in(
+            &def.group,
+            &def.kind,
+            name,
+            &[FieldError::invalid(
+                "apiVersion",
+                BadValue::Str(v.to_string()),
+                format!("must be {api_version}"),
+            )
+            .to_cause()],
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The type `encoding/json` names in an unmarshal error.
+fn go_json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "bool",
+        Value::Null => "null",
+    }
+}
+
+/// `encoding/json`'s text for a body that is no JSON (an empty one: `unexpected end of JSON
+/// input`; else the parser's own words).
+fn go_json_error(body: &[u8], error: &serde_json::Error) -> String {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        "unexpected end of JSON input".into()
+    } else {
+        error.to_string()
+    }
+}
+
+/// A patched object that does not decode (a type error, a strict-decoding error) is the
+/// patcher's 422 on the field `patch`, its value the patched object (or the strategic patch).
+fn undecodable_patch(err: ApiError, printed: String) -> ApiError {
+    if err.code != 400 {
+        return err;
+    }
+    let why = err
+        .message
+        .split_once(": ")
+        .filter(|(head, _)| head.contains(" cannot be handled as a "))
+        .map_or(err.message.as_str(), |(_, why)| why);
+    ApiError::invalid_in(
+        "",
+        "",
+        "",
+        &[FieldError::invalid("patch", BadValue::Str(printed), why.to_string()).to_cause()],
+    )
+}
+
+/// Go's `%v` of a decoded JSON value (`map[k:v ...]` with sorted keys, `[a b]`).
+fn go_value(value: &Value) -> String {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let items: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{k}:{}", go_value(&map[k])))
+                .collect();
+            format!("map[{}]", items.join(" "))
+        }
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(go_value).collect::<Vec<_>>().join(" ")
+        ),
+        Value::String(s) => s.clone(),
+        Value::Null => "<nil>".into(),
+        other => other.to_string(),
+    }
 }
 
 fn json_kind(value: &Value) -> &'static str {
@@ -1263,38 +1539,58 @@ fn decode_fields(def: &ResourceDef, body: Value) -> Result<(Value, Vec<String>),
     let mut object = check_body(def, body)?;
     let mut unknown = Vec::new();
     if def.is_custom() {
-        unknown.extend(coerce_metadata(&mut object));
-        unknown.extend(schema::prune_object(def, &mut object));
+        // The schema coercer reads ObjectMeta first, then prunes: metadata's unknown fields
+        // come first.
+        let mut in_metadata = coerce_metadata(def, &mut object)?;
+        in_metadata.sort();
+        let mut pruned = schema::prune_object(def, &mut object);
+        pruned.sort();
+        unknown.extend(in_metadata);
+        unknown.extend(pruned);
     } else if let Some(kind) = def.builtin {
         let (decoded, fields) =
             builtin::decode(kind, &object).map_err(|e| ApiError::undecodable(def, &e.0))?;
         unknown.extend(fields);
         object = decoded;
+        unknown.sort();
     }
-    unknown.sort();
     Ok((object, unknown))
 }
 
-/// An apply configuration with fields its kind does not declare: structured-merge-diff cannot
-/// type it, whatever `fieldValidation` says, and kube-apiserver answers with that plain error
-/// (500, no reason): `failed to create typed patch object (ns/name; group/version, Kind=K):
-/// .spec.x: field not declared in schema`.
-fn undeclared_in_apply(
+/// Puts back the `null` members of `sent` that decoding dropped from `decoded`, where the
+/// object holding them survived.
+fn restore_nulls(decoded: &mut Value, sent: &Value) {
+    let (Value::Object(decoded), Value::Object(sent)) = (decoded, sent) else {
+        return;
+    };
+    for (key, value) in sent {
+        match (value, decoded.get_mut(key)) {
+            (Value::Null, None) if key != "metadata" => {
+                decoded.insert(key.clone(), Value::Null);
+            }
+            (Value::Object(_), Some(child)) => restore_nulls(child, value),
+            _ => {}
+        }
+    }
+}
+
+/// An apply configuration structured-merge-diff cannot type (fields its kind does not
+/// declare, whatever `fieldValidation` says; values of another type; list-map items without
+/// their keys or with the same key): kube-apiserver answers with that plain error (500, no
+/// reason): `failed to create typed patch object (ns/name; group/version, Kind=K): .spec.x:
+/// field not declared in schema`.
+fn untyped_apply(
     def: &ResourceDef,
     namespace: Option<&str>,
     name: &str,
-    unknown: &[String],
+    errors: &[String],
 ) -> ApiError {
     let version = if def.group.is_empty() {
         format!("/{}", def.version)
     } else {
         format!("{}/{}", def.group, def.version)
     };
-    let errors: Vec<String> = unknown
-        .iter()
-        .map(|path| format!(".{path}: field not declared in schema"))
-        .collect();
-    let detail = match errors.as_slice() {
+    let detail = match errors {
         [one] => one.clone(),
         many => format!("errors:\n  {}", many.join("\n  ")),
     };
@@ -1307,26 +1603,53 @@ fn undeclared_in_apply(
 
 /// The metadata of a custom resource as `ObjectMeta` decodes it (`GetObjectMetaWithOptions` with
 /// malformed fields dropped) and prints it again; returns unknown metadata fields.
-fn coerce_metadata(object: &mut Value) -> Vec<String> {
+fn coerce_metadata(def: &ResourceDef, object: &mut Value) -> Result<Vec<String>, ApiError> {
     let shape = builtin::object_meta_shape();
     let meta = object["metadata"].clone();
     let Value::Object(fields) = &meta else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let mut kept = Map::new();
     let mut unknown = Vec::new();
     for (field, value) in fields {
         let single = json!({ field.clone(): value.clone() });
-        // A field that does not decode as ObjectMeta's is dropped (DropMalformedFields).
-        if let Ok((decoded, extra)) = builtin::decode_as(&shape, &single, "metadata") {
-            unknown.extend(extra);
-            if let Some(v) = decoded.get(field) {
-                kept.insert(field.clone(), v.clone());
-            }
+        // A request's metadata must decode as ObjectMeta (only objects read back from
+        // storage have malformed fields dropped).
+        let (decoded, extra) = builtin::decode_as(&shape, &single, "metadata").map_err(|_| {
+            // A map or list of strings with another value inside names the string it wanted.
+            let inner = matches!(value, Value::Object(_) | Value::Array(_));
+            let go_type = match &shape["properties"][field]["type"] {
+                Value::String(t) if t == "object" && !inner => "map[string]string",
+                Value::String(t) if t == "array" && !inner => "[]string",
+                Value::String(t) if t == "integer" => "int64",
+                _ => "string",
+            };
+            ApiError::undecodable(
+                def,
+                &format!(
+                    "json: cannot unmarshal {} into Go struct field ObjectMeta.{field} of type {go_type}",
+                    first_mismatch(value)
+                ),
+            )
+        })?;
+        unknown.extend(extra);
+        if let Some(v) = decoded.get(field) {
+            kept.insert(field.clone(), v.clone());
         }
     }
     object["metadata"] = builtin::encode_as(&shape, &Value::Object(kept), Encoding::FieldManager);
-    unknown
+    Ok(unknown)
+}
+
+/// The JSON type `encoding/json` names in a type error: a map or list's first value that is
+/// no string, else the value's own type.
+fn first_mismatch(value: &Value) -> &'static str {
+    let inner = match value {
+        Value::Object(map) => map.values().find(|v| !v.is_string()),
+        Value::Array(items) => items.iter().find(|v| !v.is_string()),
+        _ => None,
+    };
+    json_kind(inner.unwrap_or(value))
 }
 
 /// What the field manager sees of an object (the typed object as the unstructured converter
@@ -1359,7 +1682,7 @@ fn manage_update(
     };
     let mut view = fm_view(def, &new);
     match &old_view {
-        Some(live) => view = scoped_replacement(def, live, view, scope),
+        Some(live) => view = reset_fields(def, live, view, scope),
         None if scope == Scope::Main && def.status_subresource => remove_field(&mut view, "status"),
         None => {}
     }
@@ -1437,22 +1760,29 @@ fn ensure_namespace_matches(
     Ok(())
 }
 
-/// `checkName` of update and patch: the object's name and namespace against the URL.
+/// The body's namespace (`EnsureObjectNamespaceMatchesRequestNamespace`, first), then
+/// `checkName` of update and patch: the object's name against the URL.
 fn check_name(target: &Target, object: &Value) -> Result<(), ApiError> {
+    if let Some(requested) = target.namespace.as_deref().filter(|n| !n.is_empty()) {
+        let sent = object["metadata"]["namespace"].as_str().unwrap_or_default();
+        if !sent.is_empty() && sent != requested {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+    }
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    if name.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({} based on URL) was undeterminable: name must be provided",
+            target.name
+        )));
+    }
     if name != target.name {
         return Err(ApiError::bad_request(format!(
             "the name of the object ({name}) does not match the name on the URL ({})",
             target.name
         )));
-    }
-    if let Some(requested) = target.namespace.as_deref().filter(|n| !n.is_empty()) {
-        let sent = object["metadata"]["namespace"].as_str().unwrap_or_default();
-        if !sent.is_empty() && sent != requested {
-            return Err(ApiError::bad_request(format!(
-                "the namespace of the object ({sent}) does not match the namespace on the request ({requested})"
-            )));
-        }
     }
     Ok(())
 }
@@ -1481,10 +1811,14 @@ fn validate_create(
     if def.is_custom() {
         let meta_errors =
             meta::validate_create(&object["metadata"], def.namespaced, NameRule::DnsSubdomain);
-        return schema::validate_custom(def, None, object, meta_errors);
+        return schema::validate_custom(def, None, object, meta_errors, false);
     }
     let errors = match def.builtin {
-        Some(kind) => kind.validate(object),
+        Some(kind) => {
+            let mut errors = kind.validate(object);
+            errors.extend(kube_finalizers(object));
+            errors
+        }
         None => meta::validate_create(&object["metadata"], def.namespaced, NameRule::DnsSubdomain),
     };
     Ok((causes_of(&errors), Vec::new()))
@@ -1496,6 +1830,7 @@ fn validate_update(
     def: &ResourceDef,
     old: &Value,
     new: &Value,
+    scope: Scope,
 ) -> Result<(Vec<Cause>, Vec<String>), ApiError> {
     let mut errors = meta::validate_create(&new["metadata"], def.namespaced, NameRule::PathSegment);
     errors.extend(meta::validate_update(&new["metadata"], &old["metadata"]));
@@ -1503,13 +1838,32 @@ fn validate_update(
     let mut warnings = Vec::new();
     if def.is_custom() {
         let meta_errors = meta::validate_update(&new["metadata"], &old["metadata"]);
-        let (more, ratcheted) = schema::validate_custom(def, Some(old), new, meta_errors)?;
+        let (more, ratcheted) =
+            schema::validate_custom(def, Some(old), new, meta_errors, scope == Scope::Status)?;
         causes.extend(more);
         warnings = ratcheted;
     } else if let Some(kind) = def.builtin {
         causes.extend(causes_of(&kind.validate_update(new, old)));
+        causes.extend(causes_of(&kube_finalizers(new)));
     }
     Ok((causes, warnings))
+}
+
+/// The core ObjectMeta validation of a built-in kind adds `validateKubeFinalizerName` to
+/// apimachinery's checks of `metadata.finalizers`.
+fn kube_finalizers(object: &Value) -> Vec<FieldError> {
+    object["metadata"]["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, f)| {
+            builtin::kube_finalizer_name(
+                f.as_str().unwrap_or_default(),
+                &format!("metadata.finalizers[{i}]"),
+            )
+        })
+        .collect()
 }
 
 /// Finalizers Kubernetes knows; others should be domain-qualified.
@@ -1549,8 +1903,14 @@ fn finalizer_warnings(new: &Value, old: Option<&Value>) -> Vec<String> {
             ));
         }
         if !finalizer.contains('/') && !STANDARD_FINALIZERS.contains(&finalizer.as_str()) {
+            // A name with a dot looks like a domain already: it is asked for a path.
+            let prefer = if finalizer.contains('.') {
+                "prefer a domain-qualified finalizer name including a path (/)"
+            } else {
+                "prefer a domain-qualified finalizer name"
+            };
             warnings.push(format!(
-                "metadata.finalizers: {}: prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers",
+                "metadata.finalizers: {}: {prefer} to avoid accidental conflicts with other finalizer writers",
                 go_quote(&finalizer)
             ));
         }
@@ -1568,11 +1928,25 @@ fn check_preconditions(
     if let Some(uid) = pre.uid.as_deref().filter(|u| !u.is_empty()) {
         let actual = current["metadata"]["uid"].as_str().unwrap_or_default();
         if uid != actual {
+            // The storage's precondition check: a StorageError naming the etcd key (custom
+            // resources under their group, built-in kinds under the resource alone).
+            let namespace = current["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default();
+            let mut key = String::from("/registry/");
+            if def.is_custom() {
+                key.push_str(&format!("{}/", def.group));
+            }
+            key.push_str(&def.plural);
+            if !namespace.is_empty() {
+                key.push_str(&format!("/{namespace}"));
+            }
+            key.push_str(&format!("/{name}"));
             return Err(ApiError::conflict(
                 def,
                 name,
                 &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                    "StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
                 ),
             ));
         }
@@ -1588,23 +1962,37 @@ fn check_preconditions(
 /// What a write to `scope` turns the stored object into: the main resource keeps the stored
 /// `.status` when there is a status subresource; `/status` changes only `.status` of a custom
 /// resource and everything but `spec` of a built-in one.
-fn scoped_replacement(def: &ResourceDef, old: &Value, mut body: Value, scope: Scope) -> Value {
+fn scoped_replacement(def: &ResourceDef, old: &Value, body: Value, scope: Scope) -> Value {
+    let mut body = reset_fields(def, old, body, scope);
+    if scope == Scope::Main && is_namespace(def) {
+        // The namespace strategy keeps spec.finalizers (the finalize subresource owns them),
+        // after field management saw them: they are not among its reset fields.
+        if let Some(finalizers) = old["spec"].get("finalizers") {
+            ensure_object(&mut body, "spec").insert("finalizers".into(), finalizers.clone());
+        }
+    }
+    body
+}
+
+/// The fields a scope's strategy resets from the stored object (`GetResetFields`), which
+/// field management does not count as changed by the writer.
+fn reset_fields(def: &ResourceDef, old: &Value, mut body: Value, scope: Scope) -> Value {
     match scope {
         Scope::Main if def.status_subresource => {
             remove_field(&mut body, "status");
             if let (Value::Object(map), Some(status)) = (&mut body, old.get("status")) {
                 map.insert("status".into(), status.clone());
             }
-            if is_namespace(def) {
-                // The namespace strategy keeps spec.finalizers (the finalize subresource owns them).
-                if let Some(finalizers) = old["spec"].get("finalizers") {
-                    ensure_object(&mut body, "spec")
-                        .insert("finalizers".into(), finalizers.clone());
-                }
-            }
             body
         }
         Scope::Main => body,
+        Scope::Finalize => {
+            remove_field(&mut body, "status");
+            if let (Value::Object(map), Some(status)) = (&mut body, old.get("status")) {
+                map.insert("status".into(), status.clone());
+            }
+            body
+        }
         // Built-in status strategies (nodeStatusStrategy, serviceStatusStrategy) reset only
         // `spec`: metadata changes sent to /status are kept.
         Scope::Status if !def.is_custom() => {
@@ -1662,73 +2050,58 @@ fn same_content(old: &Value, new: &Value) -> bool {
     strip(old) == strip(new)
 }
 
-/// A strategic merge patch as far as the built-in kinds here need it: a JSON merge patch in
-/// which lists with merge keys (the shape's list-map keys) merge item by item, and `$patch:
-/// delete` items are removed.
-fn strategic_merge(target: &mut Value, patch: &Value, shape: Option<&Value>) {
-    let Value::Object(patch_map) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = json!({});
-    }
-    let Value::Object(target_map) = target else {
-        return;
-    };
-    for (key, value) in patch_map {
-        let child_shape = shape
-            .and_then(|s| s.get("properties"))
-            .and_then(|p| p.get(key))
-            .or_else(|| shape.and_then(|s| s.get("additionalProperties")));
-        if value.is_null() {
-            target_map.remove(key);
-            continue;
-        }
-        let keys: Vec<String> = child_shape
-            .filter(|s| s["x-kubernetes-list-type"] == "map")
-            .and_then(|s| s["x-kubernetes-list-map-keys"].as_array())
-            .map(|k| {
-                k.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
-        match (value, target_map.get_mut(key)) {
-            (Value::Array(items), Some(Value::Array(existing))) if !keys.is_empty() => {
-                let item_shape = child_shape.and_then(|s| s.get("items"));
-                for item in items {
-                    let matches = |e: &Value| keys.iter().all(|k| e.get(k) == item.get(k));
-                    let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
-                    match existing.iter().position(matches) {
-                        Some(i) if delete => {
-                            existing.remove(i);
-                        }
-                        Some(i) => strategic_merge(&mut existing[i], item, item_shape),
-                        None if delete => {}
-                        None => existing.push(item.clone()),
-                    }
-                }
-            }
-            (Value::Object(_), Some(existing @ Value::Object(_))) => {
-                strategic_merge(existing, value, child_shape)
-            }
-            (other, _) => {
-                let mut cleaned = other.clone();
-                strip_nulls(&mut cleaned);
-                target_map.insert(key.clone(), cleaned);
-            }
-        }
+/// A stored object as resource `def` serves it: a built-in kind's objects stored through another
+/// API of the same storage are converted to this one's form.
+pub fn served_as(def: &ResourceDef, stored: &Value) -> Value {
+    match def.builtin {
+        Some(kind) => builtin::convert(kind, stored),
+        None => stored.clone(),
     }
 }
 
-fn strip_nulls(value: &mut Value) {
-    if let Value::Object(map) = value {
-        map.retain(|_, v| !v.is_null());
-        for child in map.values_mut() {
-            strip_nulls(child);
-        }
+/// `ValidateListOptions`: `resourceVersionMatch` needs a resourceVersion, is one of its values,
+/// and `Exact` needs a resourceVersion other than 0 (422 on `ListOptions`).
+fn check_list_options(params: &ListParams) -> Result<(), ApiError> {
+    let Some(wanted) = params.resource_version_match.as_deref() else {
+        return Ok(());
+    };
+    let rv = params.resource_version.as_deref().unwrap_or_default();
+    let error = if rv.is_empty() {
+        Some(FieldError::forbidden(
+            "resourceVersionMatch",
+            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ))
+    } else if !matches!(wanted, "Exact" | "NotOlderThan") {
+        Some(FieldError::not_supported(
+            "resourceVersionMatch",
+            BadValue::Str(wanted.to_string()),
+            &["Exact".into(), "NotOlderThan".into(), "".into()],
+        ))
+    } else if wanted == "Exact" && rv == "0" {
+        Some(FieldError::forbidden(
+            "resourceVersionMatch",
+            "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+        ))
+    } else {
+        None
+    };
+    match error {
+        Some(error) => Err(ApiError::invalid_in(
+            "meta.k8s.io",
+            "ListOptions",
+            "",
+            &[error.to_cause()],
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The object's key in storage, after the resource prefix (`<namespace>/<name>`, or the name).
+fn storage_key((namespace, name): &ObjectKey) -> String {
+    if namespace.is_empty() {
+        name.clone()
+    } else {
+        format!("{namespace}/{name}")
     }
 }
 
@@ -1736,13 +2109,15 @@ fn list_json(
     def: &ResourceDef,
     revision: u64,
     items: Vec<Value>,
-    more: Option<(String, usize)>,
+    more: Option<(String, Option<usize>)>,
 ) -> Value {
     let mut metadata = json!({ "resourceVersion": revision.to_string() });
     match more {
         Some((token, remaining)) => {
             metadata["continue"] = json!(token);
-            metadata["remainingItemCount"] = json!(remaining);
+            if let Some(remaining) = remaining {
+                metadata["remainingItemCount"] = json!(remaining);
+            }
         }
         // An unstructured list (custom resources) always carries `continue`.
         None if def.is_custom() => metadata["continue"] = json!(""),

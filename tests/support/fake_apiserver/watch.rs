@@ -20,7 +20,7 @@ use tokio::time::{Instant, Interval};
 use super::registry::{ResourceDef, ResourceId};
 use super::selectors::Selectors;
 use super::status::ApiError;
-use super::store::{parse_revision, Change, ChangeKind, Store};
+use super::store::{parse_revision, served_as, Change, ChangeKind, Store};
 
 /// Parameters of one WATCH request.
 #[derive(Clone, Debug)]
@@ -38,11 +38,20 @@ pub struct WatchParams {
     pub metadata_only: bool,
 }
 
+/// Where a watch reads: the storage slot of its resource, and the kind its objects are
+/// served as (converted when another API of the same storage wrote them).
+#[derive(Clone, Debug)]
+struct Source {
+    slot: ResourceId,
+    def: ResourceDef,
+}
+
 /// A running watch: the events still to send and the live feed of changes.
 pub struct WatchStream {
     store: Arc<Mutex<Store>>,
     def: ResourceDef,
     params: WatchParams,
+    source: Source,
     pending: VecDeque<Bytes>,
     changes: broadcast::Receiver<Arc<Change>>,
     /// Every change up to this revision has been considered (sent or filtered out).
@@ -73,15 +82,20 @@ impl WatchStream {
         };
         let mut pending = VecDeque::new();
         let mut finished = false;
-        let (changes, seen_revision) = {
+        let (changes, seen_revision, source) = {
             let store_guard = store.lock().map_err(|_| poisoned())?;
+            let source = Source {
+                slot: store_guard.slot(params.resource),
+                def: def.clone(),
+            };
             let changes = store_guard.subscribe();
             let now = store_guard.revision();
             let initial = params.send_initial_events || requested.is_none();
             if initial {
-                for object in store_guard.objects(params.resource, params.namespace.as_deref()) {
-                    if params.selectors.matches(object) {
-                        pending.push_back(object_event(&params, "ADDED", object));
+                for stored in store_guard.objects(params.resource, params.namespace.as_deref()) {
+                    let object = served_as(&source.def, stored);
+                    if params.selectors.matches(&object) {
+                        pending.push_back(object_event(&params, "ADDED", &object));
                     }
                 }
                 if params.send_initial_events {
@@ -97,13 +111,13 @@ impl WatchStream {
                     finished = true;
                 } else {
                     for change in store_guard.history_after(from) {
-                        if let Some(line) = filter_change(&params, change) {
+                        if let Some(line) = filter_change(&params, &source, change) {
                             pending.push_back(line);
                         }
                     }
                 }
             }
-            (changes, now)
+            (changes, now, source)
         };
         let bookmarks = params.allow_bookmarks.then(|| {
             let period = params.bookmark_interval.max(Duration::from_millis(10));
@@ -115,6 +129,7 @@ impl WatchStream {
             store,
             def,
             params,
+            source,
             pending,
             changes,
             seen_revision,
@@ -165,7 +180,7 @@ impl WatchStream {
 
     fn consider(&mut self, change: &Change) {
         self.seen_revision = self.seen_revision.max(change.revision);
-        if let Some(line) = filter_change(&self.params, change) {
+        if let Some(line) = filter_change(&self.params, &self.source, change) {
             self.pending.push_back(line);
         }
     }
@@ -200,8 +215,8 @@ fn poisoned() -> ApiError {
 
 /// The watch event a change produces for this watcher, if any, with selector transitions:
 /// an object entering the selection is ADDED, one leaving it is DELETED.
-fn filter_change(params: &WatchParams, change: &Change) -> Option<Bytes> {
-    if change.resource != params.resource {
+fn filter_change(params: &WatchParams, source: &Source, change: &Change) -> Option<Bytes> {
+    if change.resource != source.slot {
         return None;
     }
     if let Some(ns) = &params.namespace {
@@ -209,11 +224,12 @@ fn filter_change(params: &WatchParams, change: &Change) -> Option<Bytes> {
             return None;
         }
     }
-    let now = params.selectors.matches(&change.object);
+    let object = served_as(&source.def, &change.object);
+    let now = params.selectors.matches(&object);
     let before = change
         .previous
         .as_ref()
-        .is_some_and(|p| params.selectors.matches(p));
+        .is_some_and(|p| params.selectors.matches(&served_as(&source.def, p)));
     let kind = match change.kind {
         ChangeKind::Added if now => "ADDED",
         ChangeKind::Modified if now && before => "MODIFIED",
@@ -222,7 +238,7 @@ fn filter_change(params: &WatchParams, change: &Change) -> Option<Bytes> {
         ChangeKind::Deleted if now || before => "DELETED",
         _ => return None,
     };
-    Some(object_event(params, kind, &change.object))
+    Some(object_event(params, kind, &object))
 }
 
 /// A watch event for an object, in the representation the client asked for.

@@ -442,7 +442,7 @@ impl ApiClient {
         self.replace_as(FIXTURE_MANAGER, object, Scope::Status)
     }
 
-    /// PUT on the main resource or `/status` as field manager `manager`.
+    /// PUT on the main resource, `/status` or `/finalize` as field manager `manager`.
     pub fn replace_as(
         &self,
         manager: &str,
@@ -452,6 +452,7 @@ impl ApiClient {
         let subresource = match scope {
             Scope::Main => "",
             Scope::Status => "/status",
+            Scope::Finalize => "/finalize",
         };
         let (resource, namespace, name) = self.locate(object)?;
         let path = format!(
@@ -613,7 +614,7 @@ fn api_error(error: kube::Error) -> ApiError {
                 .as_ref()
                 .and_then(|d| serde_json::to_value(d).ok())
             {
-                api_error.details = details;
+                *api_error.details = details;
             }
             api_error
         }
