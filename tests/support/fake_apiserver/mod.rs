@@ -102,7 +102,7 @@ pub use registry::{derived_crds, real_crds};
 pub use registry::{ResourceDef, ResourceId};
 pub use schema::{validate_against, validate_against_real_crd};
 pub use status::{ApiError, BadValue, Cause, ErrorType, FieldError};
-pub use store::{Scope, WriteParams};
+pub use store::{freeze_clock, Scope, WriteParams};
 
 use registry::Registry;
 use store::{Preconditions, Store, Target};

@@ -1211,10 +1211,30 @@ fn splitmix64(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// The second every server of this process reports as "now", when frozen (see
+/// [`freeze_clock`]).
+static FROZEN_SECOND: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+
+/// Freezes the time every in-test API server of this process writes (creation, deletion and
+/// managedFields times) at the current second, for good.
+///
+/// For the corpus replay (`tests/apiserver_corpus.rs`) only: managedFields entries of one
+/// operation sort by their time to the second before their manager, so their order depends
+/// on whether two writes fell in the same second. The recordings were made with each burst of
+/// writes to one object inside one second, as on a fast server (the recorder starts a burst on
+/// a fresh second); a replay on a loaded machine could cross a second and list the same
+/// entries in another order. Nothing else in a recorded answer depends on the time (the times
+/// themselves are normalized away).
+pub fn freeze_clock() {
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    FROZEN_SECOND.get_or_init(|| now);
+}
+
 /// RFC 3339 UTC time with second precision, as Kubernetes writes timestamps.
 pub fn now_rfc3339() -> String {
     let now = k8s_openapi::jiff::Timestamp::now();
-    k8s_openapi::jiff::Timestamp::from_second(now.as_second())
+    let second = FROZEN_SECOND.get().copied().unwrap_or(now.as_second());
+    k8s_openapi::jiff::Timestamp::from_second(second)
         .unwrap_or(now)
         .to_string()
 }
