@@ -5,7 +5,8 @@
 //!
 //! Properties, for a config that parses:
 //! - it is canonical 3.5 and serves as 3.5 (parsing validated it; so does the serve path), or,
-//!   for a spec-2 input only, serving fails on 3.5's own validation (a 500, as the original);
+//!   for an input of an older spec only, serving fails on 3.5's own validation (a 500, as the
+//!   original);
 //! - translating is deterministic, `serialize_as` writes exactly `to_value_as`'s value, and a
 //!   failure names the requested spec;
 //! - a translated config says the spec it was asked for, re-parses and validates in that spec
@@ -24,12 +25,12 @@ pub fn check(data: &[u8]) {
     let Ok(config) = parse_config_slice(data) else {
         return;
     };
-    if from_spec_2(data) {
-        // A spec-2 config is validated by the spec-2 validator and the 3.0 one on its way up
-        // (docs/ignition-translation.md §5.3), not by 3.5's, which serving runs in full (§3,
-        // step 7): what 3.5 refuses (found by this target: an `append` without `source`, which
-        // 2.2 takes as an empty URL, is a `merge` whose source 3.5 requires) is a 500 at serve
-        // time, as in the original. Anything else must serve.
+    if !from_spec_3_5(data) {
+        // A config of an older spec is validated by its own spec's validator (and, from 2.x, the
+        // 3.0 one on its way up: docs/ignition-translation.md §2, §5.3), not by 3.5's, which
+        // serving runs in full (§3, step 7). What 3.5 refuses is a 500 at serve time, as in the
+        // original. Found by this target: a `merge` (3.0) or `append` (2.2) without a source,
+        // which those specs accept and 3.5 requires. Anything else must serve.
         if let Err(e) = to_value_as(&config, SpecVersion::V3_5) {
             assert!(
                 matches!(
@@ -40,7 +41,7 @@ pub fn check(data: &[u8]) {
                         ..
                     }
                 ),
-                "a spec-2 config that parsed fails to serve as 3.5 other than by 3.5's validation: {e}"
+                "a config of an older spec fails to serve as 3.5 other than by 3.5's validation: {e}"
             );
             return;
         }
@@ -48,12 +49,12 @@ pub fn check(data: &[u8]) {
     check_config(&config);
 }
 
-/// Whether the input names a 2.x spec version.
-fn from_spec_2(data: &[u8]) -> bool {
+/// Whether the input names spec 3.5.0, the canonical spec parsing validates with.
+fn from_spec_3_5(data: &[u8]) -> bool {
     serde_json::from_slice::<Value>(data).is_ok_and(|v| {
         v.pointer("/ignition/version")
             .and_then(Value::as_str)
-            .is_some_and(|version| version.starts_with("2."))
+            .is_some_and(|version| version == "3.5.0")
     })
 }
 
