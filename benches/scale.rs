@@ -266,7 +266,7 @@ fn measure_all<'scope, 'env>(
 
     let mut table = Table::default();
     let first_pool = cluster.pools[0].name.clone();
-    let ready_at = poll_until(Duration::from_secs(300), || {
+    let ready_at = mcs::poll_every(Duration::from_millis(10), Duration::from_secs(300), || {
         server.check_alive().ok()?;
         let r = server.fetch(&format!("/config/{first_pool}")).ok()?;
         (r.status == 200).then(Instant::now)
@@ -478,19 +478,6 @@ fn utc_now() -> String {
         rest / 3600,
         rest % 3600 / 60
     )
-}
-
-fn poll_until<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = check() {
-            return Some(v);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// `verb resource: count, ...` in a stable order.
@@ -1241,14 +1228,14 @@ fn measure_backlog(
     };
     backend.put(&node_object(&joined, &cluster.pools[1], index))?;
     let join_at = Instant::now();
-    let joined_after = poll_until(Duration::from_secs(60), || {
+    let joined_after = mcs::poll_every(Duration::from_millis(10), Duration::from_secs(60), || {
         backend
             .get("MachineConfigNode", "node-joined")
             .map(|_| join_at.elapsed())
     });
     let expected = cluster.nodes.len() + 1;
     let bound = Duration::from_secs(30 + 3 * knobs.missing_mcns as u64);
-    let drained = poll_until(bound, || {
+    let drained = mcs::poll_every(Duration::from_millis(10), bound, || {
         server.check_alive().ok()?;
         std::thread::sleep(Duration::from_millis(490));
         let with_status = backend
@@ -1364,7 +1351,7 @@ fn measure_count_change(
         &json!({"status": {"updatedMachineCount": 1}}),
     )?;
     let at = Instant::now();
-    poll_until(Duration::from_secs(60), || {
+    mcs::poll_every(Duration::from_millis(10), Duration::from_secs(60), || {
         let r = server.fetch(&path).ok()?;
         (r.status == 200 && served_version(&r.body, &pool.name) == Some(1)).then(|| at.elapsed())
     })

@@ -157,7 +157,7 @@ fn run(knobs: &Knobs) -> Result<bool, String> {
         "== started machine-config-server start (pid {})",
         server.pid()
     );
-    mcs_poll(Duration::from_secs(120), || {
+    mcs::poll_every(Duration::from_millis(20), Duration::from_secs(120), || {
         server.check_alive().ok()?;
         let r = server.fetch("/config/worker", SPECS[0]).ok()?;
         (r.status == 200).then_some(())
@@ -218,7 +218,7 @@ fn drive(
             let generation = cluster.lock().unwrap().change(api, pool)?;
             report.changes += 1;
             let switched = Instant::now();
-            let seen = mcs_poll(Duration::from_secs(30), || {
+            let seen = mcs::poll_every(Duration::from_millis(20), Duration::from_secs(30), || {
                 let r = server.fetch(&format!("/config/{pool}"), SPECS[0]).ok()?;
                 (r.status == 200 && served_generation(&r.body) == Some(generation)).then_some(())
             });
@@ -802,19 +802,6 @@ impl Drop for ServerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-fn mcs_poll<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = check() {
-            return Some(v);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
