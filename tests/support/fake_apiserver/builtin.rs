@@ -783,6 +783,14 @@ fn object_reference_shape() -> Value {
     ))
 }
 
+/// `v1.EventSource` (core `source`, events.k8s.io `deprecatedSource`).
+fn event_source_shape() -> Value {
+    object(
+        "v1.EventSource",
+        vec![("component", omit(string())), ("host", omit(string()))],
+    )
+}
+
 /// The core `v1.Event`: the same stored object as events.k8s.io's, other field names.
 fn core_event_shape() -> Value {
     object(
@@ -791,13 +799,7 @@ fn core_event_shape() -> Value {
             ("involvedObject", object_reference_shape()),
             ("reason", omit(string())),
             ("message", omit(string())),
-            (
-                "source",
-                omit(object(
-                    "v1.EventSource",
-                    vec![("component", omit(string())), ("host", omit(string()))],
-                )),
-            ),
+            ("source", omit(event_source_shape())),
             ("firstTimestamp", omit(time())),
             ("lastTimestamp", omit(time())),
             ("count", omit(int32())),
@@ -882,13 +884,7 @@ fn event_shape() -> Value {
             ("related", ptr(object_reference_shape())),
             ("note", omit(string())),
             ("type", omit(string())),
-            (
-                "deprecatedSource",
-                omit(object(
-                    "v1.EventSource",
-                    vec![("component", omit(string())), ("host", omit(string()))],
-                )),
-            ),
+            ("deprecatedSource", omit(event_source_shape())),
             ("deprecatedFirstTimestamp", omit(time())),
             ("deprecatedLastTimestamp", omit(time())),
             ("deprecatedCount", omit(int32())),

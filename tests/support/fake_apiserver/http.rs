@@ -94,12 +94,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         (Ok(user), Ok(Route::PageNotFound)) => {
             record.user = user.name.clone();
             record.verb = non_resource_verb(&method).to_string();
-            let attributes = Attributes {
-                verb: record.verb.clone(),
-                resource_request: false,
-                path: path.clone(),
-                ..Attributes::default()
-            };
+            let attributes = non_resource_attributes(&record.verb, &path);
             if authorized(&shared, &user, &attributes) {
                 page_not_found()
             } else {
@@ -109,12 +104,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         (Ok(user), Ok(Route::Json(doc))) => {
             record.user = user.name.clone();
             record.verb = non_resource_verb(&method).to_string();
-            let attributes = Attributes {
-                verb: record.verb.clone(),
-                resource_request: false,
-                path: path.clone(),
-                ..Attributes::default()
-            };
+            let attributes = non_resource_attributes(&record.verb, &path);
             if !authorized(&shared, &user, &attributes) {
                 error_response(&authz::forbidden(&user, &attributes))
             } else if method == Method::GET {
@@ -229,6 +219,17 @@ fn non_resource_verb(method: &Method) -> &'static str {
         Method::PATCH => "patch",
         Method::DELETE => "delete",
         _ => "other",
+    }
+}
+
+/// What the authorizer is asked about a request to a non-resource path (discovery, an unserved
+/// path).
+fn non_resource_attributes(verb: &str, path: &str) -> Attributes {
+    Attributes {
+        verb: verb.to_string(),
+        resource_request: false,
+        path: path.to_string(),
+        ..Attributes::default()
     }
 }
 
