@@ -21,7 +21,7 @@ use rustls::crypto::cipher::{
     MessageEncrypter, Nonce, OutboundOpaqueMessage, OutboundPlainMessage, PrefixedPayload,
     Tls13AeadAlgorithm, UnsupportedOperationError,
 };
-use rustls::{ConnectionTrafficSecrets, ContentType, Error, ProtocolVersion};
+use rustls::{CipherSuite, ConnectionTrafficSecrets, ContentType, Error, ProtocolVersion};
 
 /// The tag length of every TLS 1.3 AEAD.
 const TAG_LEN: usize = 16;
@@ -55,14 +55,12 @@ impl AeadCipher {
         }
     }
 
-    /// The AEAD of a rustls TLS 1.3 suite's traffic keys.
-    pub(super) fn of(algorithm: &dyn Tls13AeadAlgorithm) -> Option<AeadCipher> {
-        let key = AeadKey::from([0u8; 32]);
-        let iv = Iv::new([0u8; 12]);
-        match algorithm.extract_keys(key, iv).ok()? {
-            ConnectionTrafficSecrets::Aes128Gcm { .. } => Some(AeadCipher::Aes128Gcm),
-            ConnectionTrafficSecrets::Aes256Gcm { .. } => Some(AeadCipher::Aes256Gcm),
-            ConnectionTrafficSecrets::Chacha20Poly1305 { .. } => Some(AeadCipher::ChaCha20Poly1305),
+    /// The AEAD a TLS 1.3 suite names.
+    pub(super) fn of(suite: CipherSuite) -> Option<AeadCipher> {
+        match suite {
+            CipherSuite::TLS13_AES_128_GCM_SHA256 => Some(AeadCipher::Aes128Gcm),
+            CipherSuite::TLS13_AES_256_GCM_SHA384 => Some(AeadCipher::Aes256Gcm),
+            CipherSuite::TLS13_CHACHA20_POLY1305_SHA256 => Some(AeadCipher::ChaCha20Poly1305),
             _ => None,
         }
     }
@@ -215,11 +213,13 @@ mod tests {
     use super::*;
     use rustls::crypto::cipher::OutboundChunks;
 
-    fn originals() -> Vec<&'static dyn Tls13AeadAlgorithm> {
+    fn originals() -> Vec<(CipherSuite, &'static dyn Tls13AeadAlgorithm)> {
         rustls_openssl::ALL_CIPHER_SUITES
             .iter()
             .filter_map(|suite| match suite {
-                rustls::SupportedCipherSuite::Tls13(suite) => Some(suite.aead_alg),
+                rustls::SupportedCipherSuite::Tls13(suite) => {
+                    Some((suite.common.suite, suite.aead_alg))
+                }
                 rustls::SupportedCipherSuite::Tls12(_) => None,
             })
             .collect()
@@ -240,8 +240,8 @@ mod tests {
     fn records_equal_rustls_openssls() {
         let originals = originals();
         assert_eq!(originals.len(), 3, "three TLS 1.3 suites");
-        for original in originals {
-            let cipher = AeadCipher::of(original).expect("a TLS 1.3 AEAD");
+        for (suite, original) in originals {
+            let cipher = AeadCipher::of(suite).expect("a TLS 1.3 AEAD");
             let ours = KeyedContextAead::new(cipher, original);
             for seed in 0u8..3 {
                 let iv = || Iv::new([seed; 12]);

@@ -169,7 +169,7 @@ fn registry() -> &'static [(&'static Tls13CipherSuite, &'static KdfApiHkdf)] {
                         original: original.hkdf_provider,
                     }));
                     let aead: &'static dyn Tls13AeadAlgorithm =
-                        match AeadCipher::of(original.aead_alg) {
+                        match AeadCipher::of(original.common.suite) {
                             Some(cipher) => Box::leak(Box::new(KeyedContextAead::new(
                                 cipher,
                                 original.aead_alg,
