@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::mcs;
+use support::mcs::StopFlag;
 
 use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options, RequestRecord, Scope};
@@ -1284,7 +1285,9 @@ fn measure_churn<'scope, 'env>(
 ) -> Result<Churn, String> {
     eprintln!("== Node status churn for {} s", knobs.churn.as_secs());
     let names: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = StopFlag::new();
+    // Set on every way out of this function, a panic included: the scope joins the writer.
+    let _stop_writer = stop.set_on_drop();
     let updates = Arc::new(AtomicU64::new(0));
     let heartbeat = knobs.heartbeat;
     let (stop2, updates2) = (stop.clone(), updates.clone());
@@ -1292,7 +1295,7 @@ fn measure_churn<'scope, 'env>(
         let started = Instant::now();
         let interval = heartbeat.as_secs_f64() / names.len() as f64;
         let mut n: u64 = 0;
-        while !stop2.load(Ordering::Relaxed) {
+        while !stop2.is_set() {
             let name = &names[(n as usize) % names.len()];
             let due = started + Duration::from_secs_f64(n as f64 * interval);
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
@@ -1323,7 +1326,7 @@ fn measure_churn<'scope, 'env>(
         updates.load(Ordering::Relaxed),
         at0.elapsed(),
     );
-    stop.store(true, Ordering::Relaxed);
+    stop.set();
     writer.join().map_err(|_| "churn writer panicked")??;
     server.check_alive()?;
     let cpu_seconds = (ticks1 - ticks0) as f64 / clock_ticks();

@@ -172,9 +172,11 @@ impl Expect {
     }
 }
 
-/// How long one pass may work through its plan, waiting for the write budget, before it plans
-/// again from the newest snapshot: the most a Node that joins during a backlog waits for its
-/// turn.
+/// How long one pass may work through its plan before it plans again from the newest snapshot:
+/// the most a Node that joins during a backlog waits for its turn. Wall time, whatever takes it:
+/// waiting for the write budget, or the API calls themselves when the API server is slower than
+/// the budget (a pass that only ended when the budget made it wait would work through a whole
+/// backlog from the snapshot it started with).
 const PASS_LENGTH: Duration = Duration::from_secs(1);
 
 /// Per-object memory of the reconcile loop.
@@ -296,10 +298,11 @@ impl Reconciler {
 
     /// One pass: plan from `snapshot` and carry out every action that is not held back.
     ///
-    /// Writes spend the write budget in plan order (newest Nodes first). A pass waits for the
-    /// budget for at most `PASS_LENGTH`; then it ends, and the next one plans again from the
-    /// newest snapshot once a token is there (planning over thousands of Nodes for every single
-    /// write would cost more than the writes).
+    /// Writes spend the write budget in plan order (newest Nodes first). A pass lasts at most
+    /// `PASS_LENGTH`, whether its time goes to waiting for the budget or to the API calls;
+    /// then it ends, and the next one plans again from the newest snapshot (at once, or once a
+    /// token is there). Planning over thousands of Nodes for every single write would cost more
+    /// than the writes; once a second costs little.
     pub async fn reconcile(&mut self, snapshot: &Snapshot, leading: &watch::Receiver<bool>) {
         self.throttled_until = None;
         let world = World::from_snapshot(snapshot);
@@ -335,6 +338,10 @@ impl Reconciler {
             }
         });
 
+        // The pass's clock starts after planning, and a pass carries out at least one action:
+        // a plan that took long to make (a huge cluster on a loaded machine) still moves on.
+        let started = Instant::now();
+        let mut carried_out = 0usize;
         for action in &plan.actions {
             if !*leading.borrow() {
                 return;
@@ -348,11 +355,17 @@ impl Reconciler {
             if matches!(action, Action::Delete { .. }) && !self.candidate_due(&name, now) {
                 continue;
             }
+            // The plan is stale after a pass's length of work: plan again from the newest
+            // snapshot (a Node that joined meanwhile goes first).
+            if carried_out > 0 && pass_over(started, Instant::now()) {
+                self.throttled_until = Some(self.budget.available_at().max(Instant::now()));
+                return;
+            }
             // Wait for the write budget within the pass while the plan is fresh; past that,
-            // plan again from the newest snapshot (a Node that joined meanwhile goes first).
+            // plan again once a token is there.
             let token_at = self.budget.available_at();
             if token_at > Instant::now() {
-                if token_at.duration_since(now) > PASS_LENGTH {
+                if pass_over(started, token_at) {
                     self.throttled_until = Some(token_at);
                     return;
                 }
@@ -366,6 +379,7 @@ impl Reconciler {
                 .copied()
                 .flatten()
                 .map(str::to_owned);
+            carried_out += 1;
             match self.execute(action, seen.as_deref()).await {
                 Ok((outcome, written)) => {
                     self.metrics.mcn_publish(outcome.as_str());
@@ -764,6 +778,12 @@ pub fn status_apply_body(
         "metadata": metadata,
         "status": status,
     })
+}
+
+/// True when a pass that started at `started` would have worked longer than `PASS_LENGTH` by
+/// `at`.
+fn pass_over(started: Instant, at: Instant) -> bool {
+    at.saturating_duration_since(started) > PASS_LENGTH
 }
 
 /// `retry_initial * 2^(failures-1)`, at most `retry_max`.

@@ -34,6 +34,22 @@ pub mod validators;
 /// reason (see the `mcs-test-macros` crate for the tiers and how they are probed).
 pub use mcs_test_macros::tier;
 
+/// Where Debian's `libfaketime` package puts its preload library, per architecture. The
+/// `libfaketime` tier's probe (`tests/support/macros/build.rs`) looks in the same places.
+pub const LIBFAKETIME_PATHS: [&str; 3] = [
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/faketime/libfaketime.so.1",
+];
+
+/// libfaketime's preload library, when installed.
+pub fn libfaketime() -> Option<std::path::PathBuf> {
+    LIBFAKETIME_PATHS
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|path| path.is_file())
+}
+
 /// A complete `machine-config-controller` ControllerConfig, as the cluster tests load it into
 /// the fake API server.
 pub const CONTROLLER_CONFIG: &str = include_str!("controller-config.yaml");
