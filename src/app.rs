@@ -24,6 +24,7 @@ use crate::crypto::{fips, Crypto};
 use crate::events::EventInputs;
 use crate::mcn::{PublisherInputs, PublisherSettings};
 use crate::metrics::{Metrics, PoolStatusBoard};
+use crate::rights::Grants;
 use crate::server::access::AccessPolicy;
 use crate::server::admin::{self, AdminState};
 use crate::server::layered_decisions::DecisionTracker;
@@ -253,6 +254,8 @@ pub struct ServingState {
     pub access: Arc<AccessPolicy>,
     pub served: ServedLog,
     pub events: EventNotices,
+    /// Cluster mode: the features' rights, shown on `/status`.
+    pub features: Option<watch::Receiver<Arc<Grants>>>,
 }
 
 impl ServingState {
@@ -269,6 +272,7 @@ impl ServingState {
             access: Arc::new(AccessPolicy::default()),
             served: ServedLog::default(),
             events: EventNotices::default(),
+            features: None,
         }
     }
 
@@ -292,6 +296,9 @@ impl ServingState {
                 metrics: self.metrics,
                 ready: self.ready,
                 pools,
+                snapshots: Some(state.snapshots.clone())
+                    .filter(|snapshots| snapshots.borrow().mode == crate::snapshot::Mode::Cluster),
+                features: self.features,
             }),
             state,
         }
@@ -409,6 +416,7 @@ impl App {
                         ready: source.ready.clone(),
                         leading: publisher.leading.clone(),
                         notices,
+                        rights: source.rights.clone(),
                     },
                     shutdown.clone(),
                 );
@@ -418,6 +426,7 @@ impl App {
                     served,
                     metrics: metrics.clone(),
                     events,
+                    features: Some(source.rights.subscribe()),
                     ..ServingState::new(source.snapshots.clone(), source.ready.clone())
                 }
                 .routers();

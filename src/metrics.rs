@@ -195,6 +195,13 @@ pub struct Metrics {
     kube_events: Family<ResultLabel, Counter>,
     layered_held_since: Family<PoolOnly, Gauge<i64>>,
     held_pools: Mutex<BTreeSet<String>>,
+    features: Family<FeatureLabel, Gauge<i64>>,
+}
+
+/// Label of `mcs_feature_enabled`: one of `crate::rights::Feature`'s names.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FeatureLabel {
+    feature: &'static str,
 }
 
 /// Labels of the served-record (bootstrap record) counters.
@@ -364,6 +371,13 @@ impl Metrics {
             "Kubernetes Events written by the lease holder, by result (published, failed, dropped)",
             kube_events.clone(),
         );
+        let features = Family::<FeatureLabel, Gauge<i64>>::default();
+        registry.register(
+            "feature_enabled",
+            "1 while a feature beyond the original server runs (its rights are granted), else 0, \
+             by feature: layered-node-gate, mcn-publisher, shared-records, events",
+            features.clone(),
+        );
         Metrics {
             registry,
             pools: PoolAdmission::new(cap),
@@ -390,7 +404,15 @@ impl Metrics {
             kube_events,
             layered_held_since,
             held_pools: Mutex::new(BTreeSet::new()),
+            features,
         }
+    }
+
+    /// Whether `feature` (a `crate::rights::Feature` name) runs now.
+    pub fn set_feature_enabled(&self, feature: &'static str, enabled: bool) {
+        self.features
+            .get_or_create(&FeatureLabel { feature })
+            .set(i64::from(enabled));
     }
 
     /// One finished request: counts it, observes its latency and adds its body bytes.

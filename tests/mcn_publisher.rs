@@ -820,7 +820,7 @@ async fn our_mcn_of_a_deleted_node_goes_after_the_grace_period_and_foreign_ones_
         "a foreign MCN of a deleted node is left to garbage collection"
     );
 
-    // The writes and reads the publisher made are exactly those config/deploy/rbac.yaml grants.
+    // The writes and reads the publisher made are exactly those config/deploy/extras grants.
     let mut calls: Vec<(String, String, String)> = api
         .requests()
         .into_iter()
@@ -855,7 +855,7 @@ async fn our_mcn_of_a_deleted_node_goes_after_the_grace_period_and_foreign_ones_
     for call in &calls {
         assert!(
             rules.contains(call),
-            "{call:?} is not granted by config/deploy/rbac.yaml"
+            "{call:?} is not granted by config/deploy/extras/rbac.yaml"
         );
     }
     for used in [

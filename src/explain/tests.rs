@@ -4,7 +4,7 @@ use crate::api::{ControllerConfig, MachineConfig, MachineConfigPool};
 use crate::ignition::dataurl;
 use crate::render;
 use crate::render::layered::DecisionReason;
-use crate::snapshot::{LoadError, Mode};
+use crate::snapshot::{Input, LoadError, Mode};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -47,6 +47,8 @@ fn machine_config(name: &str, kernel_arguments: &[&str]) -> Arc<MachineConfig> {
 fn cluster_snapshot(updated_machine_count: i64) -> Snapshot {
     let mut snapshot = Snapshot::empty(Mode::Cluster);
     snapshot.generation = 1;
+    // Every cache synced, as the cluster source publishes it.
+    snapshot.synced = Input::ALL.into_iter().collect();
     let pool: MachineConfigPool = serde_json::from_value(json!({
         "metadata": {"name": "worker"},
         "spec": {"configuration": {"name": "rendered-worker-new"}},

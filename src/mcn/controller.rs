@@ -54,9 +54,11 @@ use super::rate::{self, WriteBudget};
 use super::FIELD_MANAGER;
 use crate::api::machineconfignode::{MachineConfigNode, MachineConfigNodeStatus};
 use crate::metrics::Metrics;
+use crate::rights::Feature;
 use crate::server::notices::EventNotices;
 use crate::server::served::ServedLog;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Input, Snapshot};
+use crate::source::cluster::rights::Rights;
 use crate::telemetry::ErrorChain;
 
 /// Retry and resync timing of the reconcile loop.
@@ -127,6 +129,12 @@ impl PublishError {
             kube::Error::Api(status) => Some(status.code),
             _ => None,
         }
+    }
+
+    /// The request that failed, as a refusal names it (`create machineconfignode/w-1`).
+    fn request(&self) -> String {
+        let PublishError::Api { action, name, .. } = self;
+        format!("{action} machineconfignode/{name}")
     }
 }
 
@@ -223,6 +231,8 @@ pub struct Reconciler {
     records: Records,
     metrics: Arc<Metrics>,
     events: EventNotices,
+    /// Whether [`Feature::McnPublisher`] is on; a refused write turns it off.
+    rights: Rights,
     settings: ReconcileSettings,
     config_image_declared: bool,
     holds: HashMap<String, Hold>,
@@ -240,6 +250,7 @@ impl Reconciler {
         records: Records,
         metrics: Arc<Metrics>,
         events: EventNotices,
+        rights: Rights,
         settings: ReconcileSettings,
     ) -> Self {
         Reconciler {
@@ -248,6 +259,7 @@ impl Reconciler {
             records,
             metrics,
             events,
+            rights,
             config_image_declared: true,
             holds: HashMap::new(),
             candidates: HashMap::new(),
@@ -269,19 +281,23 @@ impl Reconciler {
         // A new term: what the previous leader did is in the cache, not in our memory.
         self.holds.clear();
         self.candidates.clear();
+        let mut grants = self.rights.subscribe();
         loop {
             if !*leading.borrow_and_update() || *shutdown.borrow() {
                 return;
             }
             let snapshot = snapshots.borrow_and_update().clone();
-            // Generation 0 is the empty snapshot before every cache has synced: acting on it
-            // would create or delete on a partial view.
-            if *ready.borrow_and_update() && snapshot.generation > 0 {
+            // Only on a complete view of Nodes and MCNs (the empty snapshot of generation 0,
+            // or caches not synced yet, would create or delete on a partial one), and only
+            // while the feature is on.
+            let enabled = grants.borrow_and_update().enabled(Feature::McnPublisher);
+            if enabled && *ready.borrow_and_update() && sees_nodes_and_mcns(&snapshot) {
                 self.reconcile(&snapshot, leading).await;
             }
             let wake = self.next_wake();
             tokio::select! {
                 _ = snapshots.changed() => {}
+                _ = grants.changed() => {}
                 // Another replica published records (at most once per its flush interval).
                 _ = async {
                     if self.records.shared.changed().await.is_err() {
@@ -399,6 +415,12 @@ impl Reconciler {
                             until: Instant::now() + self.settings.cache_grace,
                         },
                     );
+                }
+                Err(error) if error.status_code() == Some(403) => {
+                    // Not retried: the feature is off until the rights say otherwise.
+                    self.metrics.mcn_publish("error");
+                    self.rights.refused(Feature::McnPublisher, &error.request());
+                    return;
                 }
                 Err(error) if error.status_code() == Some(409) => {
                     self.metrics.mcn_publish("conflict");
@@ -784,6 +806,13 @@ pub fn status_apply_body(
 /// `at`.
 fn pass_over(started: Instant, at: Instant) -> bool {
     at.saturating_duration_since(started) > PASS_LENGTH
+}
+
+/// True when the snapshot holds complete lists of Nodes and MachineConfigNodes.
+fn sees_nodes_and_mcns(snapshot: &Snapshot) -> bool {
+    snapshot.generation > 0
+        && snapshot.synced.contains(&Input::Nodes)
+        && snapshot.synced.contains(&Input::MachineConfigNodes)
 }
 
 /// `retry_initial * 2^(failures-1)`, at most `retry_max`.

@@ -15,7 +15,7 @@ use ignition_config::v3_5 as ign;
 
 use crate::api::{annotations, MachineConfig};
 use crate::ignition::{self, dataurl, Config, ParseError, SpecVersion, TranslateError};
-use crate::snapshot::{LoadError, Mode, Snapshot};
+use crate::snapshot::{Input, LayeredGate, LoadError, Mode, Snapshot};
 
 /// A rendered payload, ready to serve.
 #[derive(Clone, Debug)]
@@ -68,9 +68,18 @@ pub enum RenderError {
         #[source]
         source: TranslateError,
     },
-    /// Cluster mode: the caches have not synced yet (503).
-    #[error("caches have not synced yet")]
-    NotReady,
+    /// Cluster mode: caches this pool's answer reads have not synced yet (503).
+    #[error("waiting for the {} cache{} to sync", kinds(.0), if .0.len() == 1 { "" } else { "s" })]
+    NotReady(Vec<Input>),
+}
+
+/// `MachineOSBuild, Node` for a list of inputs.
+fn kinds(inputs: &[Input]) -> String {
+    inputs
+        .iter()
+        .map(|input| input.kind())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl RenderError {
@@ -85,7 +94,7 @@ impl RenderError {
             Self::Parse { .. } => "parse",
             Self::KernelArguments(_) => "kernel_arguments",
             Self::Translate { .. } => "translate",
-            Self::NotReady => "not_ready",
+            Self::NotReady(_) => "not_ready",
         }
     }
 }
@@ -111,12 +120,45 @@ const APPENDED_FILE_MODE: i64 = 0o644;
 /// Pools the bootstrap server agrees to serve; any other pool is refused (500), as the original.
 pub const BOOTSTRAP_POOLS: [&str; 2] = ["master", "arbiter"];
 
+/// Cluster mode: the inputs `pool`'s answer reads whose caches have not synced yet (empty:
+/// the pool can be served). Every pool reads [`Input::EVERY_POOL`]; a layered pool (one a
+/// MachineOSConfig names) also its builds and the registry's host names, and, under the
+/// Node-validated gate, the Nodes and MachineConfigNodes. Nothing else holds a pool back.
+/// Bootstrap mode reads everything before its first snapshot: always empty.
+pub fn waiting_for(snapshot: &Snapshot, pool: &str) -> Vec<Input> {
+    if snapshot.mode == Mode::Bootstrap {
+        return Vec::new();
+    }
+    let mut needed: Vec<Input> = Input::EVERY_POOL.to_vec();
+    let layered = snapshot
+        .layered
+        .machine_os_configs
+        .iter()
+        .any(|mosc| mosc.spec.machine_config_pool.name == pool);
+    if layered && snapshot.synced.contains(&Input::MachineOSConfigs) {
+        needed.extend([
+            Input::MachineOSBuilds,
+            Input::RegistryServices,
+            Input::RegistryRoutes,
+        ]);
+        if snapshot.layered.gate == LayeredGate::NodeValidated {
+            needed.extend([Input::Nodes, Input::MachineConfigNodes]);
+        }
+    }
+    needed.retain(|input| !snapshot.synced.contains(input));
+    needed
+}
+
 /// Render the Ignition config for `pool` at spec `version` from `snapshot`.
 pub fn render(
     snapshot: &Snapshot,
     pool: &str,
     version: SpecVersion,
 ) -> Result<Rendered, RenderError> {
+    let waiting = waiting_for(snapshot, pool);
+    if !waiting.is_empty() {
+        return Err(RenderError::NotReady(waiting));
+    }
     let machine_config = select_machine_config(snapshot, pool)?;
     let name = machine_config.metadata.name.clone().unwrap_or_default();
     let decision = layered_decision(snapshot, pool, &machine_config);
