@@ -35,6 +35,7 @@ use crate::server::tls::{ReloadOutcome, TlsPolicy, TlsReloader, DEFAULT_RELOAD_I
 use crate::server::{self, AppState};
 use crate::snapshot::Snapshot;
 use crate::source::bootstrap::{self, BootstrapSettings};
+use crate::source::cluster::rights::RightsSettings;
 use crate::source::cluster::{self, ClusterSettings};
 
 /// Memory budget of the payload cache: a few large pools in every spec version.
@@ -148,6 +149,7 @@ impl Settings {
                 let mut source = ClusterSettings::new(flags.apiserver_url.clone());
                 source.kubeconfig = flags.kubeconfig.clone();
                 source.bootstrap_token_dir = flags.bootstrap_token_dir.clone();
+                source.rights = RightsSettings::from_env(|key| std::env::var(key).ok());
                 (tls, Mode::Cluster { source, publisher })
             }
             Command::Explain(_) | Command::Version => return Ok(None),

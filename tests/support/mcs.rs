@@ -184,6 +184,9 @@ impl Server {
             .arg(certs.join("tls.key"))
             .args(args)
             .env("RUST_LOG", "debug")
+            // As the MCO's DaemonSet runs it: a replica's identity only when a test gives one.
+            .env_remove("POD_NAME")
+            .env_remove("NODE_NAME")
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

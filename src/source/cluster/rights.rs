@@ -151,12 +151,35 @@ fn log_changes(before: &Grants, after: &Grants) {
                 missing.join(", "),
                 feature.when_off()
             ),
+            // Said as the feature's line once the rights are asked again: off for want of a
+            // rule (the usual end of a revocation), or still granted ([`log_mismatch`]).
             FeatureState::Forbidden { request } => warn!(
                 feature = feature.as_str(),
                 request = %request,
-                "feature off until the next rights probe: the API server refused {request} (403) although the authorizer granted it; {}",
-                feature.when_off()
+                "the API server refused {request} (403): {} pauses, and the rights are asked again",
+                feature.describe()
             ),
+        }
+    }
+}
+
+/// After a re-probe: a refused feature whose rules the authorizer still grants stays off until
+/// the next regular probe (a request and the authorizer disagree, e.g. `resourceNames`).
+fn log_mismatch(grants: &Grants, requirements: &Requirements) {
+    for feature in Feature::ALL {
+        if let FeatureState::Forbidden { request } = grants.state(feature) {
+            let granted = requirements
+                .rules(feature)
+                .iter()
+                .all(|rule| grants.allows(rule));
+            if granted {
+                warn!(
+                    feature = feature.as_str(),
+                    request = %request,
+                    "feature off until the next rights probe: the authorizer grants every rule, but the API server refused {request} (403); {}",
+                    feature.when_off()
+                );
+            }
         }
     }
 }
@@ -225,6 +248,9 @@ async fn run(
                     }
                 } else {
                     next_regular = Instant::now() + settings.probe_interval;
+                }
+                if !regular {
+                    log_mismatch(&after, &requirements);
                 }
                 if *before != after {
                     rights.publish(&before, Arc::new(after));
