@@ -442,3 +442,71 @@ fn to_json_indented(machine_config: &MachineConfig, name: &str) -> Result<Vec<u8
         .map_err(|e| RenderError::InvalidInput(format!("machine config {name:?}: {e}")))?;
     Ok(out)
 }
+
+#[cfg(test)]
+mod readiness_tests {
+    use super::*;
+    use crate::api::imagebuild::MachineOSConfig;
+    use crate::snapshot::LayeredGate;
+
+    fn cluster(synced: &[Input], gate: LayeredGate) -> Snapshot {
+        let mut snapshot = Snapshot::empty(Mode::Cluster);
+        snapshot.generation = 1;
+        snapshot.synced = synced.iter().copied().collect();
+        snapshot.layered.gate = gate;
+        let mosc: MachineOSConfig = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "layered"},
+            "spec": {"machineConfigPool": {"name": "layered"}}
+        }))
+        .expect("MachineOSConfig");
+        snapshot.layered.machine_os_configs = vec![Arc::new(mosc)];
+        snapshot
+    }
+
+    fn kinds(inputs: Vec<Input>) -> Vec<&'static str> {
+        inputs.into_iter().map(Input::kind).collect()
+    }
+
+    #[test]
+    fn a_pool_waits_only_for_what_its_answer_reads() {
+        let every_pool = Input::EVERY_POOL;
+        let snapshot = cluster(&every_pool, LayeredGate::NodeValidated);
+        // Nodes, MCNs, builds and the registry never hold back a pool that is not layered.
+        assert_eq!(waiting_for(&snapshot, "worker"), []);
+        assert_eq!(
+            kinds(waiting_for(&snapshot, "layered")),
+            [
+                "MachineOSBuild",
+                "Service",
+                "Route",
+                "Node",
+                "MachineConfigNode"
+            ]
+        );
+        // Under the original's gate a layered pool reads no Node.
+        let original = cluster(&every_pool, LayeredGate::PoolUpdatedMachineCount);
+        assert_eq!(
+            kinds(waiting_for(&original, "layered")),
+            ["MachineOSBuild", "Service", "Route"]
+        );
+        let all = cluster(&Input::ALL, LayeredGate::NodeValidated);
+        assert_eq!(waiting_for(&all, "layered"), []);
+        // Before the MachineOSConfigs have synced, nobody knows which pools are layered.
+        let early = cluster(&every_pool[..4], LayeredGate::NodeValidated);
+        assert_eq!(kinds(waiting_for(&early, "worker")), ["MachineOSConfig"]);
+        assert_eq!(kinds(waiting_for(&early, "layered")), ["MachineOSConfig"]);
+        // Bootstrap mode reads everything first.
+        assert_eq!(waiting_for(&Snapshot::empty(Mode::Bootstrap), "master"), []);
+    }
+
+    #[test]
+    fn a_pool_that_waits_answers_not_ready_naming_what_it_waits_for() {
+        let snapshot = cluster(&Input::EVERY_POOL, LayeredGate::NodeValidated);
+        let error = render(&snapshot, "layered", SpecVersion::V3_5).unwrap_err();
+        assert_eq!(error.kind(), "not_ready");
+        assert_eq!(
+            error.to_string(),
+            "waiting for the MachineOSBuild, Service, Route, Node, MachineConfigNode caches to sync"
+        );
+    }
+}

@@ -61,7 +61,7 @@ fn check_decision(inputs: &LayeredInputs) {
 
 fn check_gated_decision(pool: &MachineConfigPool, inputs: &LayeredInputs) {
     let decision = decide(pool, RENDERED, inputs);
-    assert_eq!(decision, decide(&pool, RENDERED, inputs), "deterministic");
+    assert_eq!(decision, decide(pool, RENDERED, inputs), "deterministic");
     let names: BTreeSet<Option<&str>> = inputs
         .machine_os_builds
         .iter()
