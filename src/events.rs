@@ -1,7 +1,7 @@
 //! Kubernetes Events (`events.k8s.io/v1`) for what an operator should see in `oc describe` and
 //! `oc get events`, and the `mcs_layered_held_since_timestamp_seconds` gauge.
 //!
-//! # What is reported (see README, "Events")
+//! # What is reported (see docs/operations.md, "Events")
 //! - On a MachineConfigPool, when its layered image is held back (new nodes boot the base
 //!   image), with the decision's reason (`LayeredImage<Reason>`, e.g.
 //!   `LayeredImageNotValidated`), and when it is released (`LayeredImageReleased`). These come

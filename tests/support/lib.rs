@@ -14,12 +14,15 @@
 //!   (`MCS_UPSTREAM_ASSETS`).
 //! - [`ignition_samples`], [`validators`]: Ignition configs exercising every translated field,
 //!   and the real Ignition validators (Debian's `ignition`, the upstream JSON schemas).
+//! - [`elf`]: how an ELF executable links (`DT_NEEDED`, PIE), read as OpenShift's payload
+//!   scanner reads it.
 //! - [`openssl_fips`]: the environment of a server that loads OpenSSL's FIPS provider.
 //! - [`tier`]: the `#[tier(...)]` attribute of tests that need more than this repository.
 
 pub mod api_server;
 pub mod balancer;
 pub mod cluster;
+pub mod elf;
 pub mod fake_apiserver;
 pub mod fault_proxy;
 pub mod fixtures;
