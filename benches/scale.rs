@@ -275,7 +275,9 @@ fn measure_first_config(
     cluster: &Cluster,
     table: &mut Table,
 ) -> Result<(), String> {
-    eprintln!("== first config after a cold start (each server {FIRST_CONFIG_ROUNDS} times, in turn)");
+    eprintln!(
+        "== first config after a cold start (each server {FIRST_CONFIG_ROUNDS} times, in turn)"
+    );
     let repo = mcs::repo();
     backend
         .0

@@ -134,9 +134,14 @@ fn encapsulated_image(body: &[u8]) -> String {
         .expect("the encapsulated MachineConfig");
     let source = file["contents"]["source"].as_str().unwrap();
     let data = source.strip_prefix("data:,").unwrap();
-    let decoded = percent_encoding::percent_decode_str(data).decode_utf8().unwrap();
+    let decoded = percent_encoding::percent_decode_str(data)
+        .decode_utf8()
+        .unwrap();
     let mc: Value = serde_json::from_str(&decoded).unwrap();
-    mc["spec"]["osImageURL"].as_str().unwrap_or_default().to_string()
+    mc["spec"]["osImageURL"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn forbidden(api: &ApiServer) -> Vec<RequestRecord> {
@@ -190,7 +195,8 @@ fn under_the_mcos_own_rights_every_pool_is_served_as_with_full_rights() {
     };
     assert_ne!(encapsulated_image(&layered(&mco)), mosc_image);
     assert_eq!(layered(&mco), layered(&full));
-    let reason = |server: &Server| status_page(server)["pools"][LAYERED]["layered"]["reason"].clone();
+    let reason =
+        |server: &Server| status_page(server)["pools"][LAYERED]["layered"]["reason"].clone();
     assert_eq!(reason(&mco), "pool_not_updated");
     assert_eq!(reason(&full), "not_validated");
     // A machine of the pool completed the update: the original serves the MachineOSConfig's
@@ -236,7 +242,10 @@ fn under_the_mcos_own_rights_every_pool_is_served_as_with_full_rights() {
         );
         assert_eq!(page["features"][feature]["state"], "disabled", "{page:#}");
         assert_eq!(
-            metric(&mco, &format!("mcs_feature_enabled{{feature=\"{feature}\"}}")),
+            metric(
+                &mco,
+                &format!("mcs_feature_enabled{{feature=\"{feature}\"}}")
+            ),
             Some(0.0)
         );
     }
@@ -404,7 +413,9 @@ fn the_authorizer_refuses_exactly_what_kube_apiserver_refuses_for_these_rules() 
         for (path, expected) in cases {
             let status = runtime.block_on(status_of(&client, "GET", path, None));
             if status != *expected {
-                wrong.push(format!("GET {path}: {status}, kube-apiserver answers {expected}"));
+                wrong.push(format!(
+                    "GET {path}: {status}, kube-apiserver answers {expected}"
+                ));
             }
         }
     }
@@ -422,14 +433,22 @@ fn the_authorizer_refuses_exactly_what_kube_apiserver_refuses_for_these_rules() 
             &body,
         ));
         if status != 201 {
-            wrong.push(format!("SelfSubjectAccessReview: {status}, kube-apiserver answers 201"));
+            wrong.push(format!(
+                "SelfSubjectAccessReview: {status}, kube-apiserver answers 201"
+            ));
         }
         answer["status"]["allowed"] == true
     };
     let answers: BTreeMap<&str, bool> = BTreeMap::from([
         ("list configmaps", review("list", "configmaps", NAMESPACE)),
-        ("watch services", review("watch", "services", "openshift-image-registry")),
-        ("list services", review("list", "services", "openshift-image-registry")),
+        (
+            "watch services",
+            review("watch", "services", "openshift-image-registry"),
+        ),
+        (
+            "list services",
+            review("list", "services", "openshift-image-registry"),
+        ),
         ("list nodes", review("list", "nodes", "")),
     ]);
     assert_eq!(
@@ -484,5 +503,8 @@ async fn json_of(client: &kube::Client, path: &str, body: &Value) -> (u16, Value
         .await
         .unwrap()
         .to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
 }

@@ -377,7 +377,8 @@ fn readiness_and_features_are_reported_in_cluster_mode() {
         .all_rules()
         .into_iter()
         .map(|rule| {
-            let read = rule.resource == "configmaps" && rule.verb != "create" && rule.verb != "patch";
+            let read =
+                rule.resource == "configmaps" && rule.verb != "create" && rule.verb != "patch";
             (rule, read)
         })
         .collect();
@@ -390,7 +391,9 @@ fn readiness_and_features_are_reported_in_cluster_mode() {
     );
     let gate = Feature::LayeredNodeGate.as_str();
     assert!(
-        text.contains(&format!("{gate}: off (not granted: list nodes, watch nodes")),
+        text.contains(&format!(
+            "{gate}: off (not granted: list nodes, watch nodes"
+        )),
         "{text}"
     );
     assert!(text.contains(Feature::LayeredNodeGate.when_off()), "{text}");
@@ -406,5 +409,8 @@ fn readiness_and_features_are_reported_in_cluster_mode() {
         "test".into(),
     );
     let text = format_text(&bootstrap.explanation);
-    assert!(!text.contains("readiness:") && !text.contains("features:"), "{text}");
+    assert!(
+        !text.contains("readiness:") && !text.contains("features:"),
+        "{text}"
+    );
 }
