@@ -28,8 +28,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options, RequestRecord};
 use support::cluster::{
-    copy_rendered_config, load_realistic_cluster, pool_at, token_dir, APISERVER_URL,
-    WORKER_RENDERED,
+    copy_rendered_config, load_realistic_cluster, node_with_roles, pool_at, token_dir,
+    APISERVER_URL, WORKER_RENDERED,
 };
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -225,6 +225,23 @@ fn rbac_grants_exactly_the_calls_the_server_makes() {
         api.get("MachineConfigNode", None, "worker-0")
             .filter(|mcn| !mcn["status"].is_null())
     });
+    // A Node of a pool with no rendered config yet: its MCN's desired config is `not-yet-set`,
+    // and filled in (a conditional merge patch) once the pool has one.
+    pool_at(&api, "fresh", "");
+    api.apply_object(&node_with_roles(
+        "fresh-0",
+        "10.0.9.1",
+        &["worker", "fresh"],
+    ))
+    .unwrap();
+    poll("its MachineConfigNode", DEADLINE, || {
+        api.get("MachineConfigNode", None, "fresh-0")
+    });
+    pool_at(&api, "fresh", WORKER_RENDERED);
+    poll("its desired config filled in", DEADLINE, || {
+        api.get("MachineConfigNode", None, "fresh-0")
+            .filter(|mcn| mcn["spec"]["configVersion"]["desired"] == WORKER_RENDERED)
+    });
     // A pool whose rendered config is missing, then present, then missing again: a Warning
     // Event is created, and its repeat patches the same Event's series.
     let broken_status = |status: u16| {
@@ -394,8 +411,8 @@ fn the_api_server_forbids_none_of_the_service_accounts_requests() {
     assert!(
         requests
             .iter()
-            .any(|r| r.resource == "machineconfignodes" && r.verb == "patch" && r.status == 201),
-        "the ServiceAccount created the MachineConfigNode by apply: {requests:#?}"
+            .any(|r| r.resource == "machineconfignodes" && r.verb == "create" && r.status == 201),
+        "the ServiceAccount created the MachineConfigNode: {requests:#?}"
     );
     let forbidden: Vec<&RequestRecord> = requests.iter().filter(|r| r.status == 403).collect();
     assert!(

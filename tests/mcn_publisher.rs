@@ -846,6 +846,7 @@ async fn our_mcn_of_a_deleted_node_goes_after_the_grace_period_and_foreign_ones_
         granted("leases", "", "create"),
         granted("leases", "", "get"),
         granted("leases", "", "update"),
+        granted("machineconfignodes", "", "create"),
         granted("machineconfignodes", "", "delete"),
         granted("machineconfignodes", "", "get"),
         granted("machineconfignodes", "", "patch"),

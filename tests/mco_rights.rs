@@ -381,8 +381,8 @@ fn the_authorizer_refuses_exactly_what_kube_apiserver_refuses_for_these_rules() 
         // `get` and `list` only: no watch.
         (format!("{registry}/services?watch=true&timeoutSeconds=1"), 403),
         (
-            format!("/apis/route.openshift.io/v1/namespaces/openshift-image-registry/routes?watch=true&timeoutSeconds=1"),
-            // Plain Kubernetes serves no Routes (404 before authorization? no: 403 first).
+            "/apis/route.openshift.io/v1/namespaces/openshift-image-registry/routes?watch=true&timeoutSeconds=1".to_string(),
+            // Authorization comes before routing: 403 also where no Route API is served.
             403,
         ),
         ("/api/v1/nodes".to_string(), 403),

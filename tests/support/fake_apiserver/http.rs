@@ -190,6 +190,24 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         }
     };
     record.status = response.status().as_u16();
+    // As kube-apiserver's audit (`LogRequestObject` completes the object reference from the
+    // request's object): a create at a collection URL is recorded with the created name.
+    let response = if record.verb == "create"
+        && record.name.is_none()
+        && !record.resource.is_empty()
+        && response.status().is_success()
+    {
+        let (parts, body) = response.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .unwrap_or_default();
+        record.name = serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .and_then(|object| object["metadata"]["name"].as_str().map(str::to_string));
+        Response::from_parts(parts, Body::from(bytes))
+    } else {
+        response
+    };
     if let Ok(mut log) = shared.requests.lock() {
         log.push(record);
     }
