@@ -6,9 +6,11 @@
 //! it was before spec 3.6 was accepted (commit bc2c1e5), by running this test with
 //! `MCS_RECORD_ANSWERS=1`; the test compares every answer with them. An answer is what the
 //! server does for one request: the Accept header negotiated, then the render of one pool of a
-//! snapshot in bootstrap and in cluster mode (status kind, served spec and the body's FNV-1a
-//! digest and length), and, at the spec-engine level, each corpus config translated to each
-//! served spec (digest, or the error text).
+//! fixture directory in bootstrap mode (as `bootstrap --server-basedir` reads it) and in
+//! cluster mode (every pool and rendered config of the directory in the caches): status kind,
+//! served spec and the body's FNV-1a digest and length. At the spec-engine level: each corpus
+//! config and each fuzz seed of the Ignition target translated to each spec served before 3.6
+//! (digest, or the error text; a seed that does not parse, the error's kind).
 //!
 //! A deliberate change of a 3.5 answer must re-record the file in the same commit and say why.
 
@@ -19,8 +21,7 @@ use machine_config_server::ignition::{
     accept, parse_config_slice, serialize_as, Config, SpecVersion,
 };
 use machine_config_server::render;
-use machine_config_server::snapshot::{Mode, Snapshot};
-use machine_config_server::source::bootstrap::{load_once, BootstrapSettings};
+use machine_config_server::snapshot::Mode;
 use support::fixtures;
 use support::ignition_samples::corpus;
 use support::tier;
@@ -61,17 +62,6 @@ fn fnv1a(bytes: &[u8]) -> String {
     format!("{hash:016x}/{}", bytes.len())
 }
 
-fn snapshot(base: &Path, mode: Mode) -> Snapshot {
-    let settings = BootstrapSettings {
-        base_dir: base.to_path_buf(),
-        kubeconfig: base.join("kubeconfig"),
-        registry_certs: Vec::new(),
-    };
-    let mut snapshot = load_once(&settings).expect("the fixture loads");
-    snapshot.mode = mode;
-    snapshot
-}
-
 fn pools(base: &Path) -> Vec<String> {
     let mut pools: Vec<String> = std::fs::read_dir(base.join("machine-pools"))
         .expect("machine-pools/")
@@ -90,7 +80,7 @@ fn pools(base: &Path) -> Vec<String> {
 /// Every answer for the fixture at `base`, keyed `label mode pool header`.
 fn render_answers(label: &str, base: &Path, out: &mut BTreeMap<String, String>) {
     for (mode_name, mode) in [("bootstrap", Mode::Bootstrap), ("cluster", Mode::Cluster)] {
-        let snapshot = snapshot(base, mode);
+        let snapshot = support::fixtures::snapshot_of(base, mode);
         for pool in pools(base) {
             for header in accept_headers() {
                 let key = format!("render {label} {mode_name} {pool} [{header}]");
