@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use machine_config_server::api::{MachineConfig, MachineConfigPool};
-use machine_config_server::snapshot::{Mode, Snapshot};
+use machine_config_server::snapshot::{Input, Mode, Snapshot};
 use machine_config_server::source::bootstrap::{load_once, BootstrapSettings};
 
 /// The master pool's rendered config in [`bootstrap_full`].
@@ -57,6 +57,8 @@ pub fn snapshot_of(base: &Path, mode: Mode) -> Snapshot {
     let mut snapshot = load_once(&settings).expect("the fixture loads");
     snapshot.mode = mode;
     if mode == Mode::Cluster {
+        // Every cache synced, as the cluster source publishes a snapshot it serves from.
+        snapshot.synced = Input::ALL.into_iter().collect();
         for path in yaml_files(&base.join("machine-pools")) {
             let pool: MachineConfigPool = read_yaml(&path);
             let name = pool.metadata.name.clone().expect("a named pool");
