@@ -326,6 +326,20 @@ impl Cluster {
             .await
             .expect("cluster source ready in time")
             .expect("cluster source running");
+        // A layered pool serves once its own caches have synced too (its builds, the registry,
+        // and under the Node-validated gate its Nodes): until then it answers 503.
+        let mut snapshots = app.snapshots.clone();
+        tokio::time::timeout(
+            DEADLINE,
+            snapshots.wait_for(|s| {
+                s.pools
+                    .keys()
+                    .all(|pool| machine_config_server::render::waiting_for(s, pool).is_empty())
+            }),
+        )
+        .await
+        .expect("every pool's caches synced in time")
+        .expect("cluster source running");
         Cluster {
             api,
             shutdown,
