@@ -356,9 +356,7 @@ fn alert_expressions_use_what_the_server_exports() {
             ("MCS_MCN_RESYNC_MS", "500"),
         ],
     );
-    mcs::poll("ready", DEADLINE, || {
-        (mcs::request(cluster.metrics, None, "GET", "/readyz", &[]).status == 200).then_some(())
-    });
+    cluster.wait_every_pool_ready(DEADLINE);
     for pool in ["worker", "layered-worker"] {
         let path = format!("/config/{pool}");
         assert_eq!(cluster.http("GET", &path, &[ACCEPT_34]).status, 200);

@@ -104,9 +104,7 @@ fn events_come_once_per_state_change_from_the_lease_holder_only() {
     let a = start(&api, &tokens, "mcs-a");
     let b = start(&api, &tokens, "mcs-b");
     for server in [&a, &b] {
-        poll("ready", DEADLINE, || {
-            (mcs::request(server.metrics, None, "GET", "/readyz", &[]).status == 200).then_some(())
-        });
+        server.wait_every_pool_ready(DEADLINE);
     }
     let holder = poll("a lease holder", DEADLINE, || lease_holder(&api));
     let (leader, follower) = if holder == format!("mcs-a_{}", a.pid()) {

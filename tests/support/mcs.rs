@@ -214,6 +214,23 @@ impl Server {
         }
     }
 
+    /// Waits until `/readyz` answers 200 and, in cluster mode, `/status` shows every pool
+    /// ready (a layered pool waits for its own caches, its Nodes say, after the server is
+    /// ready).
+    pub fn wait_every_pool_ready(&self, timeout: Duration) {
+        poll("every pool ready", timeout, || {
+            if request(self.metrics, None, "GET", "/readyz", &[]).status != 200 {
+                return None;
+            }
+            let page = request(self.metrics, None, "GET", "/status", &[]).json();
+            let pools = page["readiness"].as_object().cloned().unwrap_or_default();
+            pools
+                .values()
+                .all(|pool| pool["ready"] == true)
+                .then_some(())
+        });
+    }
+
     /// Bootstrap mode on `base_dir` with its `kubeconfig` file.
     pub fn bootstrap(base_dir: &Path, extra: &[&str]) -> Server {
         let base = base_dir.to_str().expect("utf-8 path");
