@@ -45,6 +45,16 @@ pub struct ServedRecord {
     pub served_at: SystemTime,
 }
 
+impl ServedRecord {
+    /// The same answer (pool, rendered config, image, spec version), whenever it was given.
+    pub fn same_answer(&self, other: &ServedRecord) -> bool {
+        self.pool == other.pool
+            && self.rendered_config == other.rendered_config
+            && self.image == other.image
+            && self.spec_version == other.spec_version
+    }
+}
+
 /// Bounded map remote IP -> last [`ServedRecord`]. Cheap to clone (shared handle).
 #[derive(Clone, Debug)]
 pub struct ServedLog {
@@ -115,25 +125,43 @@ impl ServedLog {
     }
 
     /// The `/config` handler's hook: remembers that `remote` was answered `rendered` for `pool`
-    /// just now, and returns the record's number ([`ServedLog::durable`]). Without a remote
-    /// address (a test harness) it does nothing.
+    /// just now, and returns the number of the record the answer waits for
+    /// ([`ServedLog::durable`]). `None`, nothing to wait for: without a remote address (a test
+    /// harness), or when this address was already given the same answer and that record is
+    /// durable (a retry, a machine provisioned again, a health probe): its time is refreshed
+    /// in memory and goes out with the next write, and the answer goes out at once.
     pub fn record_answer(
         &self,
         remote: Option<SocketAddr>,
         pool: &str,
         rendered: &Rendered,
     ) -> Option<u64> {
-        let remote = remote?;
-        Some(self.record(
-            remote.ip(),
-            ServedRecord {
-                pool: pool.to_owned(),
-                rendered_config: rendered.rendered_config.clone(),
-                image: rendered.image.clone(),
-                spec_version: rendered.version,
-                served_at: self.clock.now(),
-            },
-        ))
+        let address = remote?.ip().to_canonical();
+        let record = ServedRecord {
+            pool: pool.to_owned(),
+            rendered_config: rendered.rendered_config.clone(),
+            image: rendered.image.clone(),
+            spec_version: rendered.version,
+            served_at: self.clock.now(),
+        };
+        if self.refresh_durable(address, &record) {
+            return None;
+        }
+        Some(self.record(address, record))
+    }
+
+    /// When `address`'s remembered record is durable and says the same answer as `record`,
+    /// moves its time to `record`'s (never back) and returns true.
+    fn refresh_durable(&self, address: IpAddr, record: &ServedRecord) -> bool {
+        let durable = self.commit.durable();
+        let mut inner = self.lock();
+        match inner.by_address.get_mut(&address) {
+            Some((sequence, known)) if *sequence < durable && known.same_answer(record) => {
+                known.served_at = known.served_at.max(record.served_at);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Waits at most `bound` until the write carrying record `sequence` has succeeded.
@@ -260,6 +288,62 @@ mod tests {
 
     fn ip(text: &str) -> IpAddr {
         text.parse().unwrap()
+    }
+
+    fn rendered(config: &str) -> Rendered {
+        Rendered {
+            body: bytes::Bytes::from_static(b"{}"),
+            rendered_config: config.into(),
+            version: SpecVersion::V3_4,
+            image: None,
+            layered: None,
+        }
+    }
+
+    #[test]
+    fn an_answer_already_durable_at_the_address_waits_for_nothing() {
+        let log = ServedLog::default();
+        let writer = log.commit().writer();
+        let machine = Some(SocketAddr::from(([10, 0, 0, 5], 40000)));
+        let first = log
+            .record_answer(machine, "worker", &rendered("rendered-worker-a"))
+            .expect("a new record to wait for");
+        // Not durable yet: a retry waits for a write too (its own record).
+        let retry = log
+            .record_answer(machine, "worker", &rendered("rendered-worker-a"))
+            .expect("not durable yet");
+        assert!(retry > first);
+        let (_, count) = log.entries_and_count();
+        writer.committed(count);
+        // Durable: the same answer again (another connection, same address) waits for nothing.
+        assert_eq!(
+            log.record_answer(
+                Some(SocketAddr::from(([10, 0, 0, 5], 40001))),
+                "worker",
+                &rendered("rendered-worker-a")
+            ),
+            None
+        );
+        assert_eq!(log.recorded(), count, "no new record");
+        // Another answer to the address is a new record; so is the first answer elsewhere.
+        assert!(log
+            .record_answer(machine, "worker", &rendered("rendered-worker-b"))
+            .is_some());
+        assert!(log
+            .record_answer(
+                Some(SocketAddr::from(([10, 0, 0, 6], 40000))),
+                "worker",
+                &rendered("rendered-worker-b")
+            )
+            .is_some());
+        // Without a writer (bootstrap mode) nothing is durable: every answer is recorded.
+        let bootstrap = ServedLog::default();
+        assert!(bootstrap
+            .record_answer(machine, "worker", &rendered("rendered-worker-a"))
+            .is_some());
+        assert!(bootstrap
+            .record_answer(machine, "worker", &rendered("rendered-worker-a"))
+            .is_some());
     }
 
     #[test]
