@@ -17,6 +17,16 @@
 //! - On a Node, when the MachineConfigNode publisher matched the first config served to its
 //!   machine (`FirstConfigServed`: rendered config, image, spec), once per Node uid: the match
 //!   its plan writes the bootstrap record from ([`crate::mcn::plan::Plan::matched`]).
+//! - On a MachineConfigPool, when a machine reported that its first boot failed
+//!   (`FirstbootFailed`, Warning, with upstream's message: node ID, stage, the sanitized
+//!   message and the image's registry), once per report: from the records every replica
+//!   shares, so a report that reached any replica is told (a new leader may tell a report its
+//!   predecessor told already, while the report is not yet on the node's MachineConfigNode).
+//! - On a MachineConfigPool, when config requests from an Ignition older than
+//!   `--min-ignition-version` were refused (`BootImageTooOld`, Warning, naming the versions), at
+//!   most once per pool and ten minutes ([`crate::server::min_ignition`]); as for
+//!   `RenderFailed`, the lease holder's own requests only (the machine retries, and the load
+//!   balancer soon sends a retry there).
 //!
 //! # Who reports, and how often
 //! Only the replica holding the publisher's Lease ([`crate::mcn::lease`]) publishes; the others
@@ -334,6 +344,43 @@ impl Emitter {
                     },
                 })
             }
+            Notice::FirstbootFailed { address, failure } => {
+                let Some(Ok(mcp)) = snapshot.pools.get(&failure.pool) else {
+                    tracing::info!(pool = %failure.pool, %address, "a first-boot failure names a pool that does not exist; no Event");
+                    return None;
+                };
+                Some(PlannedEvent {
+                    regarding: reference(mcp.as_ref()),
+                    event: Event {
+                        type_: EventType::Warning,
+                        reason: "FirstbootFailed".into(),
+                        note: Some(note(crate::server::node_failure::failure_message(&failure))),
+                        action: "ReportFirstbootFailure".into(),
+                        secondary: None,
+                    },
+                })
+            }
+            Notice::IgnitionTooOld {
+                pool,
+                client,
+                minimum,
+            } => {
+                let Some(Ok(mcp)) = snapshot.pools.get(&pool) else {
+                    return None;
+                };
+                Some(PlannedEvent {
+                    regarding: reference(mcp.as_ref()),
+                    event: Event {
+                        type_: EventType::Warning,
+                        reason: "BootImageTooOld".into(),
+                        note: Some(note(format!(
+                            "refused config requests for pool {pool} from Ignition {client}, older than --min-ignition-version {minimum}: the machine's boot image is too old for this cluster; it retries until it boots from a newer boot image"
+                        ))),
+                        action: "RefuseConfig".into(),
+                        secondary: None,
+                    },
+                })
+            }
             Notice::FirstConfigServed { node, record } => {
                 let name = node.name.clone().unwrap_or_default();
                 let image = record
@@ -550,6 +597,7 @@ mod tests {
             rendered_config: "rendered-worker-1".into(),
             image: None,
             spec_version: SpecVersion::V3_4,
+            ignition: None,
             served_at: std::time::SystemTime::UNIX_EPOCH,
         }
     }

@@ -9,6 +9,8 @@
 //!   validated as the original's serve path does, translated hop by hop, empty members
 //!   omitted. A config that cannot be expressed is a [`TranslateError`] naming the field.
 //! - [`accept::negotiate`], [`dataurl::encode`] / [`dataurl::decode`].
+//! - [`client::IgnitionRelease`]: the Ignition client's own release, from a request's
+//!   `User-Agent`.
 //!
 //! Where we deliberately differ from the original (each has a test named `deviation_*`):
 //! 3.0 is served (a 3.1→3.0 hop); an enabled LUKS `cex` fails 3.5→3.4 instead of vanishing;
@@ -18,6 +20,7 @@
 //! and every `append`.
 
 pub mod accept;
+pub mod client;
 pub mod dataurl;
 mod error;
 mod gostd;

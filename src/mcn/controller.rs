@@ -201,13 +201,21 @@ pub struct Records {
 }
 
 impl Records {
-    /// Own memory merged with every other replica's published records, as of `now`.
+    /// Own memory merged with every other replica's published records (and failure
+    /// reports), as of `now`.
     pub fn merged(&self, now: SystemTime) -> MergedRecords {
         let shared = self.shared.borrow().clone();
         MergedRecords::merge(
             &self.replica,
             self.served.entries(),
             &shared.records,
+            now,
+            self.ttl,
+        )
+        .with_failures(
+            &self.replica,
+            self.served.failures(),
+            &shared.failures,
             now,
             self.ttl,
         )
@@ -309,6 +317,7 @@ impl Reconciler {
         for (node, record) in &plan.matched {
             self.events.first_config_served(node, record);
         }
+        self.events.firstboot_failures(merged.failures());
         self.warn_unpooled(&plan.unpooled);
 
         let cached_versions: HashMap<&str, Option<&str>> = world

@@ -9,8 +9,11 @@
 //!   [`primary_pool`]) gets no MCN and is reported in [`Plan::unpooled`];
 //! - no MCN: [`Action::Create`] (spec, owner reference, annotations) with its initial status;
 //! - an MCN this server created ([`is_ours`]): [`Action::Fill`] when its
-//!   `spec.configVersion.desired` is still `not-yet-set` and is now known, or when it has no
-//!   bootstrap record and one now matches; [`Action::InitStatus`] while it has no status;
+//!   `spec.configVersion.desired` is still `not-yet-set` and is now known, when it has no
+//!   bootstrap record and one now matches, when it has no first-boot failure (nor a cleared
+//!   one) and one of its machine's reports now matches ([`match_failure`]), or when its failure
+//!   is cleared by a later successful boot ([`desired::failure_cleared_by`]);
+//!   [`Action::InitStatus`] while it has no status;
 //! - an MCN someone else created: left alone, whatever it contains, whether its Node exists or
 //!   not (the daemon or the operator may write it before our cache shows the Node);
 //! - an MCN this server created for an earlier Node of the same name (its owner reference names
@@ -31,10 +34,10 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::desired::{
-    self, annotations, build_mcn, desired_config, has_bootstrap_record, is_ours, InitialStatus,
-    NodeInputs, PoolServing, NOT_YET_SET,
+    self, annotations, build_mcn, desired_config, has_bootstrap_record, has_failure_record,
+    is_ours, InitialStatus, NodeInputs, PoolServing, NOT_YET_SET,
 };
-use super::matching::{match_node, nodes_by_address, BootstrapMatch, ServedLookup};
+use super::matching::{match_failure, match_node, nodes_by_address, BootstrapMatch, ServedLookup};
 use crate::api::machineconfignode::{MachineConfigNode, MachineConfigNodeSpec, SpecConfigVersion};
 use crate::api::node::{is_provisioning, name as node_name};
 use crate::api::pool_membership::{primary_pool, PoolSelector};
@@ -207,12 +210,14 @@ pub fn plan(world: &World<'_>, served: impl ServedLookup, config_image_declared:
             BootstrapMatch::Matched(bootstrap) => (Some(bootstrap), None),
             BootstrapMatch::SourceUnknown { address, reason } => (None, Some((*address, *reason))),
         };
+        let failure = match_failure(node, &served, &owners);
         let inputs = NodeInputs {
             node,
             pool,
             serving: world.serving.get(pool),
             bootstrap,
             source_unknown,
+            failure: failure.as_ref(),
             config_image_declared,
         };
         match mcns.get(name) {
@@ -328,6 +333,25 @@ fn fill(
             our_annotations.extend(desired::source_unknown_annotations(address, reason));
             filled.push("bootstrap record (source unknown)");
         }
+    }
+    if !has_failure_record(existing) {
+        if let Some(failure) = inputs.failure {
+            our_annotations.extend(desired::failure_annotations(
+                failure,
+                crate::api::node::boot_id(inputs.node),
+            ));
+            filled.push("firstboot failure");
+        }
+    } else if let Some(cleared_at) = desired::failure_cleared_by(existing, inputs.node) {
+        // Leaving the failure out of the apply removes it (this field manager owns it).
+        for key in annotations::FIRSTBOOT_FAILURE {
+            our_annotations.remove(key);
+        }
+        our_annotations.insert(
+            annotations::FIRSTBOOT_FAILURE_CLEARED_AT.to_owned(),
+            cleared_at,
+        );
+        filled.push("firstboot failure cleared");
     }
     if filled.is_empty() {
         return None;

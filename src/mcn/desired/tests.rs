@@ -34,6 +34,7 @@ fn bootstrap(config: &str, image: Option<&str>) -> Bootstrap {
             rendered_config: config.into(),
             image: image.map(str::to_owned),
             spec_version: SpecVersion::V3_4,
+            ignition: Some("2.20.0".into()),
             served_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
         },
         served_by: None,
@@ -59,6 +60,7 @@ fn inputs<'a>(
         serving,
         bootstrap,
         source_unknown: None,
+        failure: None,
         config_image_declared: false,
     }
 }

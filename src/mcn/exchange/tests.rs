@@ -8,6 +8,7 @@ fn record(config: &str, image: Option<&str>, at_ms: u64) -> ServedRecord {
         rendered_config: config.into(),
         image: image.map(str::to_owned),
         spec_version: SpecVersion::V3_4,
+        ignition: None,
         served_at: UNIX_EPOCH + Duration::from_millis(at_ms),
     }
 }

@@ -34,6 +34,7 @@ fn record(pool: &str, config: &str, at: u64) -> ServedRecord {
         rendered_config: config.into(),
         image: None,
         spec_version: SpecVersion::V3_5,
+        ignition: None,
         served_at: UNIX_EPOCH + Duration::from_secs(at),
     }
 }

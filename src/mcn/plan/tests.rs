@@ -81,6 +81,7 @@ fn record(config: &str, at: i64) -> ServedRecord {
         rendered_config: config.into(),
         image: None,
         spec_version: SpecVersion::V3_4,
+        ignition: None,
         served_at: UNIX_EPOCH + Duration::from_secs(u64::try_from(at).unwrap()),
     }
 }
