@@ -763,6 +763,107 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn firstboot_failures_and_old_ignition_refusals_become_warnings_on_their_pool() {
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let mut emitter = Emitter {
+            recorder: Recorder::new(
+                client,
+                Reporter {
+                    controller: REPORTING_CONTROLLER.into(),
+                    instance: None,
+                },
+            ),
+            metrics: Arc::new(Metrics::new()),
+            reported: None,
+            render_failures: HashMap::new(),
+            last_publish: None,
+        };
+        let cluster = snapshot(Vec::new());
+        let failure = crate::server::served::FailureRecord {
+            pool: "layered".into(),
+            node_id: "node-1".into(),
+            stage: "pivot".into(),
+            message: "Failed to pivot".into(),
+            image: "quay.io".into(),
+            reported_at: std::time::SystemTime::UNIX_EPOCH,
+        };
+        let planned = emitter
+            .on_notice(
+                Notice::FirstbootFailed {
+                    address: "10.0.0.7".parse().unwrap(),
+                    failure: failure.clone(),
+                },
+                &cluster,
+            )
+            .expect("an Event on the pool");
+        assert_eq!(planned.event.type_, EventType::Warning);
+        assert_eq!(planned.event.reason, "FirstbootFailed");
+        assert_eq!(
+            planned.event.note.as_deref(),
+            Some("Node node-1 failed during firstboot at stage 'pivot': Failed to pivot (image: quay.io)")
+        );
+        assert_eq!(planned.regarding.kind.as_deref(), Some("MachineConfigPool"));
+        assert_eq!(planned.regarding.name.as_deref(), Some("layered"));
+        // A pool that does not exist gets no Event.
+        let elsewhere = crate::server::served::FailureRecord {
+            pool: "made-up".into(),
+            ..failure
+        };
+        assert!(emitter
+            .on_notice(
+                Notice::FirstbootFailed {
+                    address: "10.0.0.7".parse().unwrap(),
+                    failure: elsewhere,
+                },
+                &cluster,
+            )
+            .is_none());
+        let refused = emitter
+            .on_notice(
+                Notice::IgnitionTooOld {
+                    pool: "layered".into(),
+                    client: "2.14.0".into(),
+                    minimum: "2.20.0".into(),
+                },
+                &cluster,
+            )
+            .expect("an Event on the pool");
+        assert_eq!(refused.event.type_, EventType::Warning);
+        assert_eq!(refused.event.reason, "BootImageTooOld");
+        let note = refused.event.note.unwrap();
+        assert!(note.contains("2.14.0") && note.contains("2.20.0"), "{note}");
+    }
+
+    #[tokio::test]
+    async fn each_failure_report_is_announced_once() {
+        let (notices, mut receiver) = EventNotices::channel(Arc::new(Metrics::new()));
+        let failure = |at: u64| crate::server::served::FailureRecord {
+            pool: "worker".into(),
+            node_id: "node-1".into(),
+            stage: "pivot".into(),
+            message: "m".into(),
+            image: "none".into(),
+            reported_at: std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(at),
+        };
+        let address: std::net::IpAddr = "10.0.0.7".parse().unwrap();
+        let (first, second) = (failure(1), failure(2));
+        for _ in 0..3 {
+            notices.firstboot_failures([(address, &first)]);
+        }
+        notices.firstboot_failures([(address, &first), (address, &second)]);
+        drop(notices);
+        let mut times = Vec::new();
+        while let Some(notice) = receiver.recv().await {
+            if let Notice::FirstbootFailed { failure, .. } = notice {
+                times.push(failure.reported_at);
+            }
+        }
+        assert_eq!(times, [first.reported_at, second.reported_at]);
+    }
+
+    #[tokio::test]
     async fn a_node_is_announced_once() {
         let (notices, mut receiver) = EventNotices::channel(Arc::new(Metrics::new()));
         let record = worker_record();

@@ -278,14 +278,23 @@ pub fn encode_with_failures(
             millis(record.served_at),
         );
         let entry_size = json_len(&entry) + 1;
-        // The client's release: `,"agents":[],"agent":[]` once, each new release and, for
-        // every record (counted as if they all had one), its index.
-        let agent_size = match &record.ignition {
-            Some(release) if !agents.contains_key(release) => {
-                json_len(release) + 1 + if any_agent { 0 } else { 24 }
-            }
+        // The clients' releases, once one is known: `,"agents":[],"agent":[]`, the index of
+        // every record (at most 5 bytes each; `0,` for those before) and each new release.
+        let becomes_known = record.ignition.is_some() && !any_agent;
+        let new_release = match &record.ignition {
+            Some(release) if !agents.contains_key(release) => json_len(release) + 1,
             _ => 0,
-        } + 6;
+        };
+        let agent_size = if any_agent || becomes_known {
+            6 + new_release
+                + if becomes_known {
+                    24 + 2 * wire.served.len()
+                } else {
+                    0
+                }
+        } else {
+            0
+        };
         if size + config_size + entry_size + agent_size > max_bytes {
             break;
         }
