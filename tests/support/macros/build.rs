@@ -20,6 +20,8 @@ const IGNITION_FILES: [&str; 2] = [
     "/usr/bin/ignition-validate",
 ];
 const DPKG_STATUS: &str = "/var/lib/dpkg/status";
+/// Debian's `haproxy`: a real load balancer sending the PROXY protocol.
+const HAPROXY: &str = "/usr/sbin/haproxy";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -68,6 +70,12 @@ fn main() {
         })
         .collect::<Result<Vec<()>, String>>()
         .map(|_| ());
+    let haproxy = if Path::new(HAPROXY).is_file() {
+        watch(Path::new(HAPROXY));
+        Ok(())
+    } else {
+        Err(format!("needs {HAPROXY}: apt-get install haproxy"))
+    };
     let real = env_dir("KUBEBUILDER_ASSETS")
         .filter(|dir| dir.join("kube-apiserver").is_file())
         .map(|dir| watch(&dir.join("kube-apiserver")))
@@ -106,6 +114,7 @@ fn main() {
         ("REAL_APISERVER", real),
         ("IN_TEST_APISERVER", in_test),
         ("OPENSSL_FIPS", openssl_fips),
+        ("HAPROXY", haproxy),
     ] {
         let value = match decision {
             Ok(()) => "1".to_string(),
