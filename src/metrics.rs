@@ -222,6 +222,7 @@ pub struct Metrics {
     held_pools: Mutex<BTreeSet<String>>,
     proxy_protocol: Family<OutcomeLabel, Counter>,
     firstboot_failures: Family<FailureLabels, Counter>,
+    firstboot_failure_last: Family<FailureLabels, Gauge<i64>>,
     node_failure_reports: Family<ResultLabel, Counter>,
     ignition_clients: Family<IgnitionLabel, Counter>,
     ignition_refusals: Family<RefusalLabels, Counter>,
@@ -410,6 +411,15 @@ impl Metrics {
              (firstboot-update, pivot, kargs, updateLayeredOS, or other)",
             firstboot_failures.clone(),
         );
+        let firstboot_failure_last = Family::<FailureLabels, Gauge<i64>>::default();
+        registry.register_with_unit(
+            "firstboot_failure_last_timestamp",
+            "When this replica last received a first-boot failure report, by pool and stage, \
+             Unix time (what the alert on recent failures reads: a counter created by its first \
+             failure shows no increase)",
+            Unit::Seconds,
+            firstboot_failure_last.clone(),
+        );
         let node_failure_reports = Family::<ResultLabel, Counter>::default();
         registry.register(
             "node_failure_reports",
@@ -460,6 +470,7 @@ impl Metrics {
             held_pools: Mutex::new(BTreeSet::new()),
             proxy_protocol,
             firstboot_failures,
+            firstboot_failure_last,
             node_failure_reports,
             ignition_clients,
             ignition_refusals,
@@ -476,10 +487,14 @@ impl Metrics {
 
     /// A machine reported a first-boot failure of `pool` at `stage` (a bounded label).
     pub fn firstboot_failure(&self, pool: &PoolLabel, stage: &'static str) {
-        let pool = self.pools.label(pool);
-        self.firstboot_failures
-            .get_or_create(&FailureLabels { pool, stage })
-            .inc();
+        let labels = FailureLabels {
+            pool: self.pools.label(pool),
+            stage,
+        };
+        self.firstboot_failures.get_or_create(&labels).inc();
+        self.firstboot_failure_last
+            .get_or_create(&labels)
+            .set(unix_now());
     }
 
     /// A request to `/v1/node-failure` ended with `result`.
