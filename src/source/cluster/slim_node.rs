@@ -103,11 +103,9 @@ impl Decode for Node {
             status: shape.status.map(|s| NodeStatus {
                 addresses: s.addresses,
                 phase: s.phase,
-                node_info: s.node_info.and_then(|info| info.boot_id).map(|boot_id| {
-                    NodeSystemInfo {
-                        boot_id,
-                        ..NodeSystemInfo::default()
-                    }
+                node_info: s.node_info.map(|info| NodeSystemInfo {
+                    boot_id: info.boot_id.unwrap_or_default(),
+                    ..NodeSystemInfo::default()
                 }),
                 conditions: s.conditions.and_then(|conditions| {
                     let ready: Vec<NodeCondition> = conditions
