@@ -69,9 +69,7 @@ impl IgnitionRelease {
 
     fn parse_version(version: &str, allow_suffix: bool) -> Option<IgnitionRelease> {
         let version = version.strip_prefix('v').unwrap_or(version);
-        let core_end = version
-            .find(|c: char| c == '-' || c == '+')
-            .unwrap_or(version.len());
+        let core_end = version.find(['-', '+']).unwrap_or(version.len());
         let (core, suffix) = version.split_at(core_end);
         let mut parts = core.split('.');
         let major = component(parts.next()?)?;

@@ -115,7 +115,7 @@ fn v2_headers_name_the_client_or_fall_back_on_the_real_endpoints() {
     let mut block = v4_block([10, 0, 0, 7], [10, 0, 0, 1], (1, 2));
     block.extend_from_slice(&[0xEA, 0, 3, b'v', b'p', b'c']);
     assert_eq!(
-        parse(&v2(0x21, 0x11, &block)).map(|(h, n)| (h, n)),
+        parse(&v2(0x21, 0x11, &block)),
         Ok((proxied("10.0.0.7:1", "10.0.0.1:2"), 16 + 18))
     );
     let mut six = [0u8; 36];
