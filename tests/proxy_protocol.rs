@@ -118,6 +118,21 @@ fn machines_behind_haproxy_are_told_apart_by_the_proxy_protocol() {
     // The access policy sees the machine behind the balancer.
     assert_eq!(boot("127.0.0.8", plain_v2, None, "Ignition/2.26.0"), 403);
 
+    // The shared records (durable before each answer) name the machines, never the balancer.
+    let records = poll("the machines' shared records", DEADLINE, || {
+        let data = api.get(
+            "ConfigMap",
+            Some(support::cluster::MCO_NAMESPACE),
+            mcn::exchange::DEFAULT_NAME,
+        )?["data"]
+            .to_string();
+        ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+            .iter()
+            .all(|machine| data.contains(&format!("\\\"{machine}\\\"")))
+            .then_some(data)
+    });
+    assert!(!records.contains(BALANCER), "{records}");
+
     // Machine .4 reports a first-boot failure through the balancer (v1).
     let report = r#"{"pool":"worker","nodeID":"localhost","stage":"firstboot-update","imageURL":"quay.io/openshift/rhcos@sha256:0011","errorMessage":"error pulling image: token=s3cr3t&x=1"}"#;
     let raw = mcs::exchange_from(
