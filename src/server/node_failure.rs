@@ -209,7 +209,10 @@ impl<'de> serde::Deserialize<'de> for OrderedObject {
 /// Upstream's `sanitizeErrorMessage`: `unknown error` when empty; cut to [`MESSAGE_LIMIT`]
 /// bytes (on a character boundary) with `... (truncated)`; then secrets redacted
 /// ([`redact_secrets`], every occurrence where upstream redacts the first); then control
-/// characters replaced by spaces (the message goes into log lines, annotations and Events).
+/// characters replaced by spaces (the message goes into log lines, annotations and Events),
+/// and once more the patterns a space ends, which that replacement may have formed (`bearer`
+/// and a newline becomes `bearer `; found by fuzzing). The second pass changes nothing already
+/// redacted (`[REDACTED]` holds no space).
 pub fn sanitize_error_message(message: &str) -> String {
     if message.is_empty() {
         return "unknown error".to_owned();
@@ -223,7 +226,13 @@ pub fn sanitize_error_message(message: &str) -> String {
         message.truncate(end);
         message.push_str("... (truncated)");
     }
-    without_controls(&redact_secrets(&message))
+    let cleaned = without_controls(&redact_secrets(&message));
+    redact(
+        &cleaned,
+        SECRET_PATTERNS
+            .iter()
+            .filter(|(prefix, _)| prefix.contains(' ')),
+    )
 }
 
 /// Upstream's secret patterns: the text after each prefix (any case) up to its terminator is
@@ -240,8 +249,12 @@ const SECRET_PATTERNS: [(&str, &str); 6] = [
 /// Replaces what follows every secret prefix (ASCII case-insensitive) up to its terminator (or
 /// the end) by `[REDACTED]`.
 pub fn redact_secrets(text: &str) -> String {
+    redact(text, SECRET_PATTERNS.iter())
+}
+
+fn redact<'a>(text: &str, patterns: impl Iterator<Item = &'a (&'a str, &'a str)>) -> String {
     let mut out = text.to_owned();
-    for (prefix, terminator) in SECRET_PATTERNS {
+    for &(prefix, terminator) in patterns {
         let mut from = 0;
         while let Some(found) = find_ascii_case_insensitive(&out[from..], prefix) {
             let start = from + found + prefix.len();

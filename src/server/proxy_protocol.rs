@@ -208,9 +208,14 @@ fn v4(text: &str) -> Result<Ipv4Addr, ParseError> {
     Ok(Ipv4Addr::from(octets))
 }
 
-/// Hexadecimal groups and at most one `::` (no embedded IPv4 form, no zone).
+/// Hexadecimal groups and at most one `::`, and the embedded IPv4 form `inet_ntop` writes for
+/// IPv4-mapped addresses (`::ffff:10.0.0.7`: haproxy sends that when one side of the relayed
+/// connection is IPv4 and the other IPv6; found by fuzzing); no zone.
 fn v6(text: &str) -> Result<Ipv6Addr, ParseError> {
-    let valid = !text.is_empty() && text.bytes().all(|b| b.is_ascii_hexdigit() || b == b':');
+    let valid = !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.');
     valid
         .then(|| text.parse::<Ipv6Addr>().ok())
         .flatten()

@@ -107,6 +107,12 @@ fn messages_are_sanitized_as_upstream_does() {
         sanitize_error_message("pull secret=hunter2"),
         "pull secret=[REDACTED]"
     );
+    // Found by fuzzing: a control character after a secret's prefix hid it from the first
+    // pass, and became the space that completes the prefix.
+    assert_eq!(
+        sanitize_error_message("auth: Bearer\nxyz next"),
+        "auth: Bearer [REDACTED] next"
+    );
     // A secret cut by the length cap is still redacted to the end.
     let long = format!("{}password=abcdefgh", "x".repeat(190));
     assert_eq!(

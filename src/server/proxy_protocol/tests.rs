@@ -42,6 +42,15 @@ fn v1_headers_as_the_specification_writes_them() {
         Ok((proxied("[fd00::1]:0", "[fd00::2]:65535"), six.len()))
     );
     assert_eq!(parse(b"PROXY UNKNOWN\r\n"), Ok((Header::Local, 15)));
+    // What haproxy writes (inet_ntop) when one side is IPv4 and the other IPv6.
+    let mixed = b"PROXY TCP6 ::ffff:10.0.0.7 fd00::1 40000 22623\r\n";
+    assert_eq!(
+        parse(mixed),
+        Ok((
+            proxied("[::ffff:10.0.0.7]:40000", "[fd00::1]:22623"),
+            mixed.len()
+        ))
+    );
     let worst = b"PROXY UNKNOWN ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff 65535 65535\r\n";
     assert_eq!(worst.len(), V1_MAX);
     assert_eq!(parse(worst), Ok((Header::Local, V1_MAX)));
@@ -65,7 +74,7 @@ fn v1_prefixes_are_incomplete_and_deviations_malformed() {
         b"PROXY TCP4 10.0.0 10.0.0.2 1 2\r\n",
         b"PROXY TCP4 fd00::1 10.0.0.2 1 2\r\n",
         b"PROXY TCP6 10.0.0.1 fd00::2 1 2\r\n",
-        b"PROXY TCP6 ::ffff:10.0.0.1 fd00::2 1 2\r\n",
+        b"PROXY TCP6 fd00::1%eth0 fd00::2 1 2\r\n",
         b"PROXY TCP4  10.0.0.1 10.0.0.2 1 2\r\n",
         b"PROXY TCP4 10.0.0.1 10.0.0.2 1\r\n",
         b"PROXY TCP4 10.0.0.1 10.0.0.2 1 2 3\r\n",
