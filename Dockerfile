@@ -1,7 +1,8 @@
 # machine-config-server: the image OpenShift would ship. The OpenSSL build (cargo feature
 # `openssl`, without ring): every TLS connection's crypto is the platform's OpenSSL, linked
 # dynamically (libcrypto.so.3), so OpenShift's payload scanner accepts it and, on a host in FIPS
-# mode, the server runs on RHEL's FIPS-validated OpenSSL provider (README, "FIPS").
+# mode, the server runs on RHEL's FIPS-validated OpenSSL provider (docs/security.md, "TLS crypto
+# and FIPS").
 #
 # Both stages are UBI 9: the binary is built against the OpenSSL and glibc it runs with.
 FROM registry.access.redhat.com/ubi9/ubi:latest AS build
@@ -16,9 +17,13 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY benches ./benches
-# Workspace members (the test support crates): cargo reads their manifests to resolve the
-# workspace, though the release binary does not depend on them.
+# The workspace's other members (Cargo.toml `[workspace] members`: the test support crates and
+# the fuzz targets' properties, also the root package's dev-dependencies): cargo loads their
+# manifests to resolve the workspace against Cargo.lock, though the release binary depends on
+# none of them. Copied whole, so that `--locked` holds with the lock file as committed.
+# tests/image_context.rs builds this stage from exactly what it copies.
 COPY tests/support ./tests/support
+COPY tests/fuzz-checks ./tests/fuzz-checks
 RUN cargo build --release --locked --no-default-features --features openssl \
         --bin machine-config-server \
     && ldd target/release/machine-config-server | grep -q 'libcrypto\.so\.3 => /'

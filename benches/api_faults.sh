@@ -4,7 +4,7 @@
 #
 #   benches/api_faults.sh                 # on the in-test API server
 #   KUBEBUILDER_ASSETS=/path/to/bin MCS_UPSTREAM_ASSETS=/path/to/assets benches/api_faults.sh
-#                                         # on a real kube-apiserver (README, Testing)
+#                                         # on a real kube-apiserver (docs/testing.md)
 #
 # It runs the ignored test `api_faults_full` of tests/api_faults.rs (three replicas, each
 # behind a fault proxy; every fault of the matrix in turn: 20 s each, the blackhole 60 s; about

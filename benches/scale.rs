@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::mcs;
+use support::mcs::StopFlag;
 
 use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options, RequestRecord, Scope};
@@ -232,17 +233,192 @@ fn run(knobs: Knobs) -> Result<(), String> {
         load_time.as_secs_f64()
     );
 
-    std::thread::scope(|scope| {
-        measure_all(
-            scope,
-            &backend,
-            &cluster,
-            &knobs,
-            &load_before,
-            started,
-            load_time,
-        )
-    })
+    let mut first_config = Table::default();
+    measure_first_config(&backend, &cluster, &mut first_config)?;
+
+    let run = RunFacts {
+        load_before,
+        started,
+        load_time,
+    };
+    std::thread::scope(|scope| measure_all(scope, &backend, &cluster, &knobs, &run, first_config))
+}
+
+/// What the closing lines say about the run as a whole.
+struct RunFacts {
+    load_before: String,
+    started: Instant,
+    load_time: Duration,
+}
+
+/// How many times each server starts in the first-config comparison (medians are reported).
+const FIRST_CONFIG_ROUNDS: usize = 3;
+/// Where the original reads the node-bootstrapper token: a fixed path, no flag.
+const GO_TOKEN_DIR: &str = "/etc/mcs/bootstrap-token";
+
+/// One server of the first-config comparison.
+struct Starter {
+    label: &'static str,
+    bin: PathBuf,
+    /// Flags after `start` (kubeconfig, token directory).
+    args: Vec<String>,
+}
+
+/// The first config of a pool after a cold start, side by side in one run: this server as
+/// the MCO's DaemonSet runs it, under the MCO's own ClusterRole (`tests/fixtures/mco/`) and
+/// with every right, and the original Go server (`MCS_SCALE_GO_SERVER`, a binary built from
+/// openshift/machine-config-operator) under the same ServiceAccount. Each starts
+/// `FIRST_CONFIG_ROUNDS` times, in turn; the figure is the median time from process start to
+/// the first 200 for the first pool that is not layered, polled every 10 ms over plain HTTP.
+fn measure_first_config(
+    backend: &Backend,
+    cluster: &Cluster,
+    table: &mut Table,
+) -> Result<(), String> {
+    eprintln!(
+        "== first config after a cold start (each server {FIRST_CONFIG_ROUNDS} times, in turn)"
+    );
+    let repo = mcs::repo();
+    backend
+        .0
+        .load_yaml_file(repo.join("config/deploy/serviceaccount.yaml"))?;
+    backend
+        .0
+        .load_yaml_file(repo.join("tests/fixtures/mco/clusterrole.yaml"))?;
+    let token = backend
+        .0
+        .token_for("openshift-machine-config-operator", "machine-config-server")
+        .map_err(|e| e.to_string())?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mco_kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&mco_kubeconfig, backend.0.kubeconfig_with_token(&token))
+        .map_err(|e| e.to_string())?;
+    let tokens = support::cluster::token_dir();
+    let pool = cluster
+        .pools
+        .iter()
+        .find(|p| !p.layered)
+        .ok_or("no pool that is not layered")?
+        .name
+        .clone();
+    let ours = std::env::var_os("MCS_SCALE_SERVER_BIN").map_or_else(mcs::bin, PathBuf::from);
+    let path = |p: &Path| p.display().to_string();
+    let our_args = |kubeconfig: &Path| {
+        vec![
+            "--kubeconfig".to_string(),
+            path(kubeconfig),
+            "--bootstrap-token-dir".to_string(),
+            path(tokens.path()),
+            "--bind-address".to_string(),
+            "127.0.0.1".to_string(),
+            "--metrics-bind-address".to_string(),
+            String::new(),
+        ]
+    };
+    let mut starters = vec![
+        Starter {
+            label: "this server, under the MCO's ClusterRole",
+            bin: ours.clone(),
+            args: our_args(&mco_kubeconfig),
+        },
+        Starter {
+            label: "this server, with every right",
+            bin: ours,
+            args: our_args(backend.kubeconfig()),
+        },
+    ];
+    match std::env::var_os("MCS_SCALE_GO_SERVER").map(PathBuf::from) {
+        Some(go) => {
+            go_token_dir(tokens.path())?;
+            starters.insert(
+                0,
+                Starter {
+                    label: "the original (Go), under the MCO's ClusterRole",
+                    bin: go,
+                    args: vec!["--kubeconfig".to_string(), path(&mco_kubeconfig)],
+                },
+            );
+        }
+        None => eprintln!(
+            "   MCS_SCALE_GO_SERVER unset: the original is not measured (benches/README.md)"
+        ),
+    }
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); starters.len()];
+    for _ in 0..FIRST_CONFIG_ROUNDS {
+        for (starter, samples) in starters.iter().zip(&mut times) {
+            samples.push(first_config(starter, &pool)?);
+        }
+    }
+    let medians: Vec<Duration> = times
+        .iter_mut()
+        .map(|samples| median_max(samples).0)
+        .collect();
+    let go = (starters.len() == 3).then(|| medians[0]);
+    for (i, (starter, samples)) in starters.iter().zip(&times).enumerate() {
+        let all: Vec<String> = samples.iter().map(|d| ms(*d)).collect();
+        let under_mco = starter.label == "this server, under the MCO's ClusterRole";
+        let (target, pass) = match go {
+            Some(go) if under_mco => ("<= the original's", Some(medians[i] <= go)),
+            _ => ("info", None),
+        };
+        table.add(
+            &format!("first /config/{pool} after start: {}", starter.label),
+            format!("{} ms", ms(medians[i])),
+            target,
+            pass,
+            format!("median of {} starts ({} ms)", samples.len(), all.join(", ")),
+        );
+    }
+    Ok(())
+}
+
+/// The original reads its token and CA from [`GO_TOKEN_DIR`] only: written there from the
+/// test's token directory when missing (the bench runs as root on a development machine).
+fn go_token_dir(tokens: &Path) -> Result<(), String> {
+    let dir = Path::new(GO_TOKEN_DIR);
+    for file in ["token", "ca.crt"] {
+        if !dir.join(file).exists() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{GO_TOKEN_DIR}: {e}"))?;
+            std::fs::copy(tokens.join(file), dir.join(file))
+                .map_err(|e| format!("{GO_TOKEN_DIR}/{file}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Starts `starter` cold and times its first 200 for `/config/<pool>` (the process is killed
+/// after).
+fn first_config(starter: &Starter, pool: &str) -> Result<Duration, String> {
+    let (secure, insecure) = (mcs::free_port(), mcs::free_port());
+    let certs = mcs::repo().join("certs");
+    let started = Instant::now();
+    let mut child = Command::new(&starter.bin)
+        .arg("start")
+        .args(&starter.args)
+        .args(["--apiserver-url", APISERVER_URL])
+        .args(["--secure-port", &secure.to_string()])
+        .args(["--insecure-port", &insecure.to_string()])
+        .arg("--cert")
+        .arg(certs.join("tls.crt"))
+        .arg("--key")
+        .arg(certs.join("tls.key"))
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("starting {}: {e}", starter.bin.display()))?;
+    let address: SocketAddr = ([127, 0, 0, 1], insecure).into();
+    let served = mcs::poll_every(Duration::from_millis(10), Duration::from_secs(120), || {
+        let answer = mcs::try_request(address, None, "GET", &format!("/config/{pool}"), &[]);
+        answer
+            .ok()
+            .filter(|a| a.status == 200)
+            .map(|_| started.elapsed())
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    served.ok_or_else(|| format!("{}: no 200 for /config/{pool} within 120 s", starter.label))
 }
 
 fn measure_all<'scope, 'env>(
@@ -250,10 +426,14 @@ fn measure_all<'scope, 'env>(
     backend: &'env Backend,
     cluster: &Cluster,
     knobs: &Knobs,
-    load_before: &str,
-    started: Instant,
-    load_time: Duration,
+    run: &RunFacts,
+    mut table: Table,
 ) -> Result<(), String> {
+    let RunFacts {
+        load_before,
+        started,
+        load_time,
+    } = run;
     let tokens = support::cluster::token_dir();
     backend.clear_requests();
     let log = RequestLog::start(scope, backend);
@@ -264,7 +444,6 @@ fn measure_all<'scope, 'env>(
         server.pid()
     );
 
-    let mut table = Table::default();
     let first_pool = cluster.pools[0].name.clone();
     let ready_at = mcs::poll_every(Duration::from_millis(10), Duration::from_secs(300), || {
         server.check_alive().ok()?;
@@ -1284,7 +1463,9 @@ fn measure_churn<'scope, 'env>(
 ) -> Result<Churn, String> {
     eprintln!("== Node status churn for {} s", knobs.churn.as_secs());
     let names: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = StopFlag::new();
+    // Set on every way out of this function, a panic included: the scope joins the writer.
+    let _stop_writer = stop.set_on_drop();
     let updates = Arc::new(AtomicU64::new(0));
     let heartbeat = knobs.heartbeat;
     let (stop2, updates2) = (stop.clone(), updates.clone());
@@ -1292,7 +1473,7 @@ fn measure_churn<'scope, 'env>(
         let started = Instant::now();
         let interval = heartbeat.as_secs_f64() / names.len() as f64;
         let mut n: u64 = 0;
-        while !stop2.load(Ordering::Relaxed) {
+        while !stop2.is_set() {
             let name = &names[(n as usize) % names.len()];
             let due = started + Duration::from_secs_f64(n as f64 * interval);
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
@@ -1323,7 +1504,7 @@ fn measure_churn<'scope, 'env>(
         updates.load(Ordering::Relaxed),
         at0.elapsed(),
     );
-    stop.store(true, Ordering::Relaxed);
+    stop.set();
     writer.join().map_err(|_| "churn writer panicked")??;
     server.check_alive()?;
     let cpu_seconds = (ticks1 - ticks0) as f64 / clock_ticks();

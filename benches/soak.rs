@@ -29,7 +29,7 @@ use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,7 @@ use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options, Scope};
 use support::cluster as cluster_support;
 use support::mcs;
+use support::mcs::StopFlag;
 
 const SPECS: [&str; 4] = ["3.5.0", "3.4.0", "3.2.0", "2.2.0"];
 /// Pools served: the fixture's two and a custom one.
@@ -166,9 +167,11 @@ fn run(knobs: &Knobs) -> Result<bool, String> {
     eprintln!("   ready after {:.1} s", started.elapsed().as_secs_f64());
 
     let counters = Counters::default();
-    let stop = AtomicBool::new(false);
+    let stop = StopFlag::new();
     let cluster = Mutex::new(cluster);
     let report = std::thread::scope(|scope| {
+        // Set on every way out of the scope, a panic included: the scope joins the loops.
+        let _stop_loops = stop.set_on_drop();
         for client in 0..knobs.clients {
             let (server, counters, stop) = (&server, &counters, &stop);
             scope.spawn(move || fetch_loop(client, knobs, server, counters, stop));
@@ -178,7 +181,7 @@ fn run(knobs: &Knobs) -> Result<bool, String> {
             scope.spawn(move || heartbeat_loop(knobs, api, cluster, counters, stop));
         }
         let result = drive(knobs, &api, &cluster, &server, &counters, started);
-        stop.store(true, Ordering::Relaxed);
+        stop.set();
         result
     })?;
     server.check_alive()?;
@@ -283,12 +286,12 @@ fn fetch_loop(
     knobs: &Knobs,
     server: &ServerProcess,
     counters: &Counters,
-    stop: &AtomicBool,
+    stop: &StopFlag,
 ) {
     let interval = Duration::from_secs_f64(knobs.clients as f64 / knobs.rate);
     let start = Instant::now() + interval.mul_f64(client as f64 / knobs.clients as f64);
     let mut n: u32 = 0;
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.is_set() {
         let due = start + interval * n;
         if let Some(wait) = due.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
@@ -323,14 +326,14 @@ fn heartbeat_loop(
     api: &ApiServer,
     cluster: &Mutex<Cluster>,
     counters: &Counters,
-    stop: &AtomicBool,
+    stop: &StopFlag,
 ) {
     let mut beat: u64 = 0;
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.is_set() {
         let names = cluster.lock().unwrap().node_names();
         let pause = knobs.heartbeat_every.div_f64(names.len().max(1) as f64);
         for name in names {
-            if stop.load(Ordering::Relaxed) {
+            if stop.is_set() {
                 return;
             }
             std::thread::sleep(pause);

@@ -25,6 +25,7 @@ use crate::events::EventInputs;
 use crate::ignition::client::IgnitionRelease;
 use crate::mcn::{PublisherInputs, PublisherSettings};
 use crate::metrics::{Metrics, PoolStatusBoard};
+use crate::rights::Grants;
 use crate::server::access::AccessPolicy;
 use crate::server::admin::{self, AdminState};
 use crate::server::layered_decisions::DecisionTracker;
@@ -38,6 +39,7 @@ use crate::server::tls::{ReloadOutcome, TlsPolicy, TlsReloader, DEFAULT_RELOAD_I
 use crate::server::{self, AppState};
 use crate::snapshot::Snapshot;
 use crate::source::bootstrap::{self, BootstrapSettings};
+use crate::source::cluster::rights::RightsSettings;
 use crate::source::cluster::{self, ClusterSettings};
 
 /// Memory budget of the payload cache: a few large pools in every spec version.
@@ -158,6 +160,7 @@ impl Settings {
                 let mut source = ClusterSettings::new(flags.apiserver_url.clone());
                 source.kubeconfig = flags.kubeconfig.clone();
                 source.bootstrap_token_dir = flags.bootstrap_token_dir.clone();
+                source.rights = RightsSettings::from_env(|key| std::env::var(key).ok());
                 (tls, Mode::Cluster { source, publisher })
             }
             Command::Explain(_) | Command::Version => return Ok(None),
@@ -268,6 +271,8 @@ pub struct ServingState {
     pub events: EventNotices,
     /// `--min-ignition-version` (`None`: off).
     pub min_ignition: Option<IgnitionRelease>,
+    /// Cluster mode: the features' rights, shown on `/status`.
+    pub features: Option<watch::Receiver<Arc<Grants>>>,
 }
 
 impl ServingState {
@@ -285,6 +290,7 @@ impl ServingState {
             served: ServedLog::default(),
             events: EventNotices::default(),
             min_ignition: None,
+            features: None,
         }
     }
 
@@ -310,6 +316,9 @@ impl ServingState {
                 metrics: self.metrics,
                 ready: self.ready,
                 pools,
+                snapshots: Some(state.snapshots.clone())
+                    .filter(|snapshots| snapshots.borrow().mode == crate::snapshot::Mode::Cluster),
+                features: self.features,
             }),
             state,
         }
@@ -436,6 +445,7 @@ impl App {
                         ready: source.ready.clone(),
                         leading: publisher.leading.clone(),
                         notices,
+                        rights: source.rights.clone(),
                     },
                     shutdown.clone(),
                 );
@@ -446,6 +456,7 @@ impl App {
                     metrics: metrics.clone(),
                     events,
                     min_ignition: serving.min_ignition.clone(),
+                    features: Some(source.rights.subscribe()),
                     ..ServingState::new(source.snapshots.clone(), source.ready.clone())
                 }
                 .routers();

@@ -581,7 +581,7 @@ mod tests {
                 cache
                     .lookup(key("master", 1), move || {
                         calls.fetch_add(1, Ordering::SeqCst);
-                        gate.recv().map_err(|_| RenderError::NotReady)?;
+                        gate.recv().map_err(|_| RenderError::NotReady(Vec::new()))?;
                         Ok(rendered("{\"ignition\":{}}"))
                     })
                     .await
@@ -768,7 +768,7 @@ mod tests {
             spawn(async move {
                 cache
                     .get_or_render(key("slow", 1), move || {
-                        gate.recv().map_err(|_| RenderError::NotReady)?;
+                        gate.recv().map_err(|_| RenderError::NotReady(Vec::new()))?;
                         Ok(rendered("slow body"))
                     })
                     .await
@@ -860,7 +860,7 @@ mod tests {
             spawn(async move {
                 cache
                     .get_or_render(key("master", 1), move || {
-                        gate.recv().map_err(|_| RenderError::NotReady)?;
+                        gate.recv().map_err(|_| RenderError::NotReady(Vec::new()))?;
                         Ok(rendered("body"))
                     })
                     .await
@@ -947,7 +947,9 @@ mod tests {
         assert_eq!(body.outcome, CacheOutcome::Hit);
         // The oldest errors went first.
         let oldest = cache
-            .lookup(key("no-such-pool-0", 1), || Err(RenderError::NotReady))
+            .lookup(key("no-such-pool-0", 1), || {
+                Err(RenderError::NotReady(Vec::new()))
+            })
             .await;
         assert_eq!(oldest.outcome, CacheOutcome::Miss);
     }
@@ -963,7 +965,7 @@ mod tests {
                 .unwrap();
         }
         let failed = cache
-            .get_or_render(key("c", 1), || Err(RenderError::NotReady))
+            .get_or_render(key("c", 1), || Err(RenderError::NotReady(Vec::new())))
             .await;
         assert!(failed.is_err());
         // "a" becomes the most recently used.
@@ -1060,7 +1062,7 @@ mod tests {
                             let gate = gate.lock().unwrap().take();
                             move || {
                                 if let Some(gate) = gate {
-                                    gate.recv().map_err(|_| RenderError::NotReady)?;
+                                    gate.recv().map_err(|_| RenderError::NotReady(Vec::new()))?;
                                 }
                                 Ok(rendered("new"))
                             }

@@ -1,7 +1,7 @@
 //! Kubernetes Events (`events.k8s.io/v1`) for what an operator should see in `oc describe` and
 //! `oc get events`, and the `mcs_layered_held_since_timestamp_seconds` gauge.
 //!
-//! # What is reported (see README, "Events")
+//! # What is reported (see docs/operations.md, "Events")
 //! - On a MachineConfigPool, when its layered image is held back (new nodes boot the base
 //!   image), with the decision's reason (`LayeredImage<Reason>`, e.g.
 //!   `LayeredImageNotValidated`), and when it is released (`LayeredImageReleased`). These come
@@ -52,8 +52,10 @@ use tokio::time::Instant;
 use crate::ignition::SpecVersion;
 use crate::metrics::Metrics;
 use crate::render::layered::{self, DecisionReason};
+use crate::rights::Feature;
 use crate::server::notices::{reference, Notice};
 use crate::snapshot::Snapshot;
+use crate::source::cluster::rights::Rights;
 
 /// `reportingController` of every Event.
 pub const REPORTING_CONTROLLER: &str = "machineconfiguration.openshift.io/machine-config-server";
@@ -151,18 +153,23 @@ pub fn layered_events(
         };
         let regarding = reference(mcp.as_ref());
         let related = related_build(state, snapshot);
-        let event = if state.reason == DecisionReason::Validated {
-            if previous.is_none_or(|p| p.reason == DecisionReason::Validated) {
+        let event = if state.reason.is_served() {
+            if previous.is_none_or(|p| p.reason.is_served()) {
                 continue;
             }
             Event {
                 type_: EventType::Normal,
                 reason: "LayeredImageReleased".into(),
                 note: Some(note(format!(
-                    "new nodes of pool {pool} now boot the layered image {} (MachineOSBuild {}, rendered config {}): a node of the pool validated it",
+                    "new nodes of pool {pool} now boot the layered image {} (MachineOSBuild {}, rendered config {}): {}",
                     state.image.as_deref().unwrap_or_default(),
                     state.machine_os_build.as_deref().unwrap_or_default(),
-                    state.rendered_config
+                    state.rendered_config,
+                    if state.reason == DecisionReason::PoolUpdated {
+                        "a machine of the pool completed the update (the original's gate: this server may not read Nodes)"
+                    } else {
+                        "a node of the pool validated it"
+                    }
                 ))),
                 action: "ServeLayeredImage".into(),
                 secondary: related,
@@ -208,6 +215,7 @@ fn held_type(reason: DecisionReason) -> EventType {
         DecisionReason::BuildFailed
         | DecisionReason::BuildInterrupted
         | DecisionReason::NotValidated
+        | DecisionReason::PoolNotUpdated
         | DecisionReason::InClusterRegistry => EventType::Warning,
         _ => EventType::Normal,
     }
@@ -232,7 +240,12 @@ fn held_explanation(state: &LayeredState) -> String {
         DecisionReason::InClusterRegistry => format!(
             "the validated image {image} is in the in-cluster registry, which a booting node cannot reach"
         ),
-        DecisionReason::NotLayered | DecisionReason::Validated => state.reason.as_str().into(),
+        DecisionReason::PoolNotUpdated => format!(
+            "MachineOSBuild {build} succeeded (image {image}) but no machine of the pool has completed the update (pool_not_updated: the original's gate, since this server may not read Nodes)"
+        ),
+        DecisionReason::NotLayered | DecisionReason::Validated | DecisionReason::PoolUpdated => {
+            state.reason.as_str().into()
+        }
     }
 }
 
@@ -272,6 +285,8 @@ fn note(mut text: String) -> String {
 struct Emitter {
     recorder: Recorder,
     metrics: Arc<Metrics>,
+    /// Whether [`Feature::Events`] is on; a refused write turns it off.
+    rights: Rights,
     /// Layered states reported in this leadership term (`None`: nothing reported yet).
     reported: Option<BTreeMap<String, LayeredState>>,
     /// The last render failure reported per (pool, spec): (rendered config, error kind).
@@ -296,6 +311,12 @@ impl Emitter {
             Ok(Ok(())) => {
                 self.metrics.kube_event("published");
                 tracing::info!(%kind, %object, reason = %planned.event.reason, note = planned.event.note.as_deref().unwrap_or_default(), "published event");
+            }
+            Ok(Err(kube::Error::Api(status))) if status.code == 403 => {
+                // Not retried: the feature is off until the rights say otherwise.
+                self.metrics.kube_event("failed");
+                self.rights
+                    .refused(Feature::Events, "create or patch events (events.k8s.io)");
             }
             Ok(Err(error)) => {
                 self.metrics.kube_event("failed");
@@ -421,6 +442,8 @@ pub struct EventInputs {
     /// True while this replica holds the publisher's Lease.
     pub leading: watch::Receiver<bool>,
     pub notices: mpsc::Receiver<Notice>,
+    /// Events are written only while [`Feature::Events`] is on.
+    pub rights: Rights,
 }
 
 /// Starts the event task: keeps `mcs_layered_held_since_timestamp_seconds` on every replica,
@@ -436,9 +459,11 @@ pub fn start(
         controller: REPORTING_CONTROLLER.into(),
         instance: Some(instance.to_owned()),
     };
+    let mut grants = inputs.rights.subscribe();
     let mut emitter = Emitter {
         recorder: Recorder::new(client, reporter),
         metrics: metrics.clone(),
+        rights: inputs.rights.clone(),
         reported: None,
         render_failures: HashMap::new(),
         last_publish: None,
@@ -448,6 +473,7 @@ pub fn start(
         mut ready,
         mut leading,
         mut notices,
+        rights: _,
     } = inputs;
     let run = async move {
         let mut notices_open = true;
@@ -472,6 +498,10 @@ pub fn start(
                     Ok(()) => Wake::StateChanged,
                     Err(_) => Wake::Stop,
                 },
+                changed = grants.changed() => match changed {
+                    Ok(()) => Wake::StateChanged,
+                    Err(_) => Wake::Stop,
+                },
             };
             let state_changed = match wake {
                 Wake::Stop => return,
@@ -480,7 +510,7 @@ pub fn start(
                     false
                 }
                 Wake::Notice(notice) => {
-                    if *leading.borrow() {
+                    if *leading.borrow() && grants.borrow().enabled(Feature::Events) {
                         let snapshot = snapshots.borrow().clone();
                         if let Some(planned) = emitter.on_notice(*notice, &snapshot) {
                             emitter.publish(planned).await;
@@ -503,7 +533,9 @@ pub fn start(
                 .filter_map(|(pool, state)| Some((pool.clone(), state.held_since?)))
                 .collect();
             metrics.set_layered_held(&held);
-            if !*leading.borrow_and_update() {
+            let emitting =
+                *leading.borrow_and_update() && grants.borrow_and_update().enabled(Feature::Events);
+            if !emitting {
                 emitter.reported = None;
                 emitter.render_failures.clear();
                 continue;
@@ -529,9 +561,10 @@ pub fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rights::{Grants, Names, Requirements};
     use crate::server::notices::{EventNotices, QUEUE};
     use crate::server::served::ServedRecord;
-    use crate::snapshot::Mode;
+    use crate::snapshot::{Input, Mode};
     use k8s_openapi::api::core::v1::Node;
     use serde_json::json;
 
@@ -546,6 +579,8 @@ mod tests {
     fn snapshot(nodes: Vec<Arc<Node>>) -> Snapshot {
         let mut snapshot = Snapshot::empty(Mode::Cluster);
         snapshot.generation = 1;
+        // Every cache synced, as the cluster source publishes it.
+        snapshot.synced = Input::ALL.into_iter().collect();
         let pool = json!({
             "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
             "metadata": {"name": "layered", "uid": "pool-uid", "resourceVersion": "7"},
@@ -743,6 +778,10 @@ mod tests {
                 ready,
                 leading,
                 notices: receiver,
+                rights: Rights::fixed(
+                    Grants::all_granted(Requirements::new(&Names::openshift())),
+                    Arc::new(crate::source::cluster::NoopObserver),
+                ),
             },
             shutdown,
         );
@@ -776,6 +815,10 @@ mod tests {
                 },
             ),
             metrics: Arc::new(Metrics::new()),
+            rights: Rights::fixed(
+                Grants::all_granted(Requirements::new(&Names::openshift())),
+                Arc::new(crate::source::cluster::NoopObserver),
+            ),
             reported: None,
             render_failures: HashMap::new(),
             last_publish: None,

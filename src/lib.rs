@@ -16,8 +16,9 @@
 //! 7. [`render`]: the pure pipeline from a snapshot, a pool and a spec version to the served
 //!    bytes (rendered-config choice, layered-image decision, appended files, translation).
 //! 8. [`snapshot`]: the immutable state a render reads.
-//! 9. [`metrics`], [`telemetry`], [`clock`]: the Prometheus registry, logging and tracing
-//!    set-up, and the API server's clock as this replica estimates it (cluster mode).
+//! 9. [`metrics`], [`telemetry`], [`clock`], [`rights`]: the Prometheus registry, logging and
+//!    tracing set-up, the API server's clock as this replica estimates it (cluster mode), and
+//!    what each feature beyond the original needs from the authorizer and whether it is on.
 //! 10. [`api`]: typed `machineconfiguration.openshift.io/v1` resources and pool membership.
 //! 11. [`ignition`]: spec versions, parsing, validation, translation, Accept negotiation, data
 //!     URLs (pure).
@@ -36,6 +37,7 @@ pub mod ignition;
 pub mod mcn;
 pub mod metrics;
 pub mod render;
+pub mod rights;
 pub mod server;
 pub mod snapshot;
 pub mod source;

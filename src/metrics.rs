@@ -226,6 +226,13 @@ pub struct Metrics {
     node_failure_reports: Family<ResultLabel, Counter>,
     ignition_clients: Family<IgnitionLabel, Counter>,
     ignition_refusals: Family<RefusalLabels, Counter>,
+    features: Family<FeatureLabel, Gauge<i64>>,
+}
+
+/// Label of `mcs_feature_enabled`: one of `crate::rights::Feature`'s names.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FeatureLabel {
+    feature: &'static str,
 }
 
 /// Labels of the served-record (bootstrap record) counters.
@@ -442,6 +449,13 @@ impl Metrics {
              release is older than --min-ignition-version: the machine's boot image is too old",
             ignition_refusals.clone(),
         );
+        let features = Family::<FeatureLabel, Gauge<i64>>::default();
+        registry.register(
+            "feature_enabled",
+            "1 while a feature beyond the original server runs (its rights are granted), else 0, \
+             by feature: layered-node-gate, mcn-publisher, shared-records, events",
+            features.clone(),
+        );
         Metrics {
             registry,
             pools: PoolAdmission::new(cap),
@@ -474,6 +488,7 @@ impl Metrics {
             node_failure_reports,
             ignition_clients,
             ignition_refusals,
+            features,
         }
     }
 
@@ -521,6 +536,13 @@ impl Metrics {
                 ignition_version,
             })
             .inc();
+    }
+
+    /// Whether `feature` (a `crate::rights::Feature` name) runs now.
+    pub fn set_feature_enabled(&self, feature: &'static str, enabled: bool) {
+        self.features
+            .get_or_create(&FeatureLabel { feature })
+            .set(i64::from(enabled));
     }
 
     /// One finished request: counts it, observes its latency and adds its body bytes.

@@ -2,7 +2,7 @@
 //! inputs changes and publishes it behind an `Arc` with a higher generation; renders and the
 //! payload cache key on that generation, so nothing on the request path touches I/O.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
@@ -25,6 +25,84 @@ pub struct LayeredInputs {
     /// All MachineConfigPools, for the primary-pool rule when a node matches several pools.
     /// When empty, a node belongs to the decided pool if that pool's selector matches it.
     pub pools: Vec<Arc<MachineConfigPool>>,
+    /// Which proof a layered image needs before it is served.
+    pub gate: LayeredGate,
+}
+
+/// What proves a layered pool's image before booting nodes get it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum LayeredGate {
+    /// A Node of the pool runs the image and is done updating (needs Node rights).
+    #[default]
+    NodeValidated,
+    /// The original's gate: the pool's `status.updatedMachineCount > 0` (the server's identity
+    /// may not read Nodes).
+    PoolUpdatedMachineCount,
+}
+
+/// A cluster input whose watch cache a render or the publisher may need before it acts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum Input {
+    MachineConfigPools,
+    MachineConfigs,
+    ControllerConfig,
+    /// The `kubeconfig-data` ConfigMap (the served kubeconfig's CA).
+    KubeconfigData,
+    MachineOSConfigs,
+    MachineOSBuilds,
+    /// The in-cluster registry's Services (its host names).
+    RegistryServices,
+    /// The in-cluster registry's Routes (its host names).
+    RegistryRoutes,
+    Nodes,
+    MachineConfigNodes,
+}
+
+impl Input {
+    /// Every input.
+    pub const ALL: [Input; 10] = [
+        Input::MachineConfigPools,
+        Input::MachineConfigs,
+        Input::ControllerConfig,
+        Input::KubeconfigData,
+        Input::MachineOSConfigs,
+        Input::MachineOSBuilds,
+        Input::RegistryServices,
+        Input::RegistryRoutes,
+        Input::Nodes,
+        Input::MachineConfigNodes,
+    ];
+
+    /// What every pool's answer reads (whether a pool is layered is known from the
+    /// MachineOSConfigs): the cluster source is ready once these have synced.
+    pub const EVERY_POOL: [Input; 5] = [
+        Input::MachineConfigPools,
+        Input::MachineConfigs,
+        Input::ControllerConfig,
+        Input::KubeconfigData,
+        Input::MachineOSConfigs,
+    ];
+
+    /// The watched kind behind the input (log lines, `/status`).
+    pub fn kind(self) -> &'static str {
+        match self {
+            Input::MachineConfigPools => "MachineConfigPool",
+            Input::MachineConfigs => "MachineConfig",
+            Input::ControllerConfig => "ControllerConfig",
+            Input::KubeconfigData => "ConfigMap",
+            Input::MachineOSConfigs => "MachineOSConfig",
+            Input::MachineOSBuilds => "MachineOSBuild",
+            Input::RegistryServices => "Service",
+            Input::RegistryRoutes => "Route",
+            Input::Nodes => "Node",
+            Input::MachineConfigNodes => "MachineConfigNode",
+        }
+    }
+
+    /// The input of a watched kind.
+    pub fn of_kind(kind: &str) -> Option<Input> {
+        Input::ALL.into_iter().find(|input| input.kind() == kind)
+    }
 }
 
 /// Which kind of source produced the snapshot; it decides a few upstream status-code rules.
@@ -76,6 +154,10 @@ pub struct Snapshot {
     pub registry_certs: Vec<(String, LoadedBytes)>,
     /// Cluster-mode inputs of the layered-image decision (empty in bootstrap mode).
     pub layered: LayeredInputs,
+    /// Cluster mode: the inputs whose caches have synced (a render needing another one answers
+    /// 503, naming it). Bootstrap mode reads everything before its first snapshot: empty, and
+    /// not consulted.
+    pub synced: BTreeSet<Input>,
 }
 
 impl Snapshot {
@@ -90,6 +172,7 @@ impl Snapshot {
             kubeconfig: Arc::from(Vec::new()),
             registry_certs: Vec::new(),
             layered: LayeredInputs::default(),
+            synced: BTreeSet::new(),
         }
     }
 }

@@ -380,6 +380,8 @@ fn admin() -> Admin {
             metrics: Arc::new(Metrics::new()),
             ready: ready_rx,
             pools: PoolStatusBoard::new(),
+            snapshots: None,
+            features: None,
         },
         ready,
     }

@@ -113,7 +113,7 @@ fn every_binding_names_the_service_account() {
     assert_eq!(accounts.len(), 1);
     let account = accounts[0].metadata.name.clone().expect("name");
     let mut bindings = 0;
-    for file in ["rbac.yaml", "scc.yaml"] {
+    for file in ["rbac.yaml", "extras/rbac.yaml", "scc.yaml"] {
         let cluster: Vec<ClusterRoleBinding> = of_kind(file, "ClusterRoleBinding");
         let namespaced: Vec<RoleBinding> = of_kind(file, "RoleBinding");
         let subjects = cluster
@@ -145,13 +145,45 @@ fn kustomization_lists_every_manifest() {
         .filter_map(|r| r.as_str().map(str::to_owned))
         .collect();
     listed.sort();
+    // Manifests, and directories that are kustomizations of their own (extras).
     let mut present: Vec<String> = std::fs::read_dir(deploy_dir())
         .expect("deploy dir")
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|name| name.ends_with(".yaml") && name != "kustomization.yaml")
+        .filter(|name| {
+            (name.ends_with(".yaml") && name != "kustomization.yaml")
+                || deploy_dir().join(name).join("kustomization.yaml").is_file()
+        })
         .collect();
     present.sort();
     assert_eq!(listed, present);
+}
+
+/// The extras are granted beside the MCO's own RBAC without touching it: every object of
+/// `config/deploy/extras` has a name of its own (the MCO owns and keeps in sync the ClusterRole
+/// and bindings named `machine-config-server`), binds only the server's ServiceAccount, and
+/// the directory applies on its own (`kubectl apply -k config/deploy/extras`).
+#[test]
+fn the_extras_overwrite_nothing_the_mco_owns() {
+    let extras = documents("extras/rbac.yaml");
+    assert!(!extras.is_empty());
+    for doc in &extras {
+        let name = doc["metadata"]["name"].as_str().expect("named");
+        assert_eq!(
+            name, "machine-config-server-extras",
+            "{} {name}: the MCO owns `machine-config-server`",
+            doc["kind"]
+        );
+        assert!(
+            matches!(
+                doc["kind"].as_str(),
+                Some("ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding")
+            ),
+            "only RBAC in the extras: {}",
+            doc["kind"]
+        );
+    }
+    let kustomization = &documents("extras/kustomization.yaml")[0];
+    assert_eq!(kustomization["resources"], serde_json::json!(["rbac.yaml"]));
 }
 
 /// Prometheus reaches the metrics only through the kube-rbac-proxy sidecar: TLS on the host

@@ -1,4 +1,6 @@
-//! The RBAC in `config/deploy/rbac.yaml` is exactly what `machine-config-server start` uses.
+//! The RBAC in `config/deploy/rbac.yaml` (the original's job) and
+//! `config/deploy/extras/rbac.yaml` (the features beyond it) is exactly what
+//! `machine-config-server start` uses with every feature on.
 //!
 //! The real binary runs a full life against the fake API server, which logs every request the
 //! way the real API server's authorizer sees it (verb, API group, resource/subresource,
@@ -8,7 +10,8 @@
 //! the Node), the publisher's Lease is taken, renewed and released at shutdown; the lease holder
 //! publishes Kubernetes Events (the node's first config; a pool that cannot be rendered, then
 //! renders, then cannot again: the repeat is a patch of the same Event). Then:
-//! - every request is granted by a rule bound to the server's ServiceAccount;
+//! - every request is granted by a rule bound to the server's ServiceAccount (or, for its
+//!   SelfSubjectAccessReviews, by Kubernetes' default `system:basic-user`);
 //! - every (verb, resource, name) a rule grants was used: nothing more is granted.
 //!
 //! On a real kube-apiserver (`KUBEBUILDER_ASSETS`) the request log is its audit log. A second
@@ -25,8 +28,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use support::api_server::{ApiServer, Options, RequestRecord};
 use support::cluster::{
-    copy_rendered_config, load_realistic_cluster, pool_at, token_dir, APISERVER_URL,
-    WORKER_RENDERED,
+    copy_rendered_config, load_realistic_cluster, node_with_roles, pool_at, token_dir,
+    APISERVER_URL, WORKER_RENDERED,
 };
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -57,12 +60,20 @@ struct Rule {
 /// namespace, name).
 type Permission = (String, String, String, Option<String>, Option<String>);
 
+/// The RBAC manifests of a fresh deployment: the original's rights and the extras'.
+const RBAC_FILES: [&str; 2] = ["rbac.yaml", "extras/rbac.yaml"];
+
 fn rbac_rules() -> Vec<Rule> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/deploy/rbac.yaml");
-    let text = std::fs::read_to_string(path).unwrap();
-    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
-        .map(|d| Value::deserialize(d).unwrap())
-        .filter(|d| !d.is_null())
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/deploy");
+    let docs: Vec<Value> = RBAC_FILES
+        .iter()
+        .flat_map(|file| {
+            let text = std::fs::read_to_string(deploy.join(file)).unwrap();
+            serde_yaml::Deserializer::from_str(&text)
+                .map(|d| Value::deserialize(d).unwrap())
+                .filter(|d| !d.is_null())
+                .collect::<Vec<Value>>()
+        })
         .collect();
     let str_list = |v: &Value| -> Vec<String> {
         v.as_array()
@@ -214,6 +225,23 @@ fn rbac_grants_exactly_the_calls_the_server_makes() {
         api.get("MachineConfigNode", None, "worker-0")
             .filter(|mcn| !mcn["status"].is_null())
     });
+    // A Node of a pool with no rendered config yet: its MCN's desired config is `not-yet-set`,
+    // and filled in (a conditional merge patch) once the pool has one.
+    pool_at(&api, "fresh", "");
+    api.apply_object(&node_with_roles(
+        "fresh-0",
+        "10.0.9.1",
+        &["worker", "fresh"],
+    ))
+    .unwrap();
+    poll("its MachineConfigNode", DEADLINE, || {
+        api.get("MachineConfigNode", None, "fresh-0")
+    });
+    pool_at(&api, "fresh", WORKER_RENDERED);
+    poll("its desired config filled in", DEADLINE, || {
+        api.get("MachineConfigNode", None, "fresh-0")
+            .filter(|mcn| mcn["spec"]["configVersion"]["desired"] == WORKER_RENDERED)
+    });
     // A pool whose rendered config is missing, then present, then missing again: a Warning
     // Event is created, and its repeat patches the same Event's series.
     let broken_status = |status: u16| {
@@ -272,10 +300,17 @@ fn rbac_grants_exactly_the_calls_the_server_makes() {
             request.method,
             request.path
         );
+        // Every authenticated identity may ask what it may do (`system:basic-user`).
+        if request.group == "authorization.k8s.io"
+            && request.resource == "selfsubjectaccessreviews"
+            && request.verb == "create"
+        {
+            continue;
+        }
         for permission in needed(request) {
             assert!(
                 rules.iter().any(|rule| grants(rule, &permission)),
-                "{permission:?} ({} {}) is not granted by config/deploy/rbac.yaml",
+                "{permission:?} ({} {}) is not granted by config/deploy/{{rbac.yaml,extras/rbac.yaml}}",
                 request.method,
                 request.path
             );
@@ -325,7 +360,7 @@ fn the_api_server_forbids_none_of_the_service_accounts_requests() {
     // The namespaces the manifests write into exist first, as in a cluster.
     load_realistic_cluster(&api);
     let deploy = mcs::repo().join("config/deploy");
-    for manifest in ["serviceaccount.yaml", "rbac.yaml"] {
+    for manifest in ["serviceaccount.yaml", "rbac.yaml", "extras/rbac.yaml"] {
         if let Err(e) = api.load_yaml_file(deploy.join(manifest)) {
             panic!("{manifest}: {e}");
         }
@@ -376,8 +411,8 @@ fn the_api_server_forbids_none_of_the_service_accounts_requests() {
     assert!(
         requests
             .iter()
-            .any(|r| r.resource == "machineconfignodes" && r.verb == "patch" && r.status == 201),
-        "the ServiceAccount created the MachineConfigNode by apply: {requests:#?}"
+            .any(|r| r.resource == "machineconfignodes" && r.verb == "create" && r.status == 201),
+        "the ServiceAccount created the MachineConfigNode: {requests:#?}"
     );
     let forbidden: Vec<&RequestRecord> = requests.iter().filter(|r| r.status == 403).collect();
     assert!(

@@ -1097,7 +1097,14 @@ async fn request_log_records_verbs() {
     assert_eq!(
         log,
         [
-            ("create".into(), "configmaps".into(), ns.clone(), None, 201),
+            // A create names its object as kube-apiserver's audit log does (from the body).
+            (
+                "create".into(),
+                "configmaps".into(),
+                ns.clone(),
+                r.clone(),
+                201
+            ),
             (
                 "get".into(),
                 "configmaps".into(),

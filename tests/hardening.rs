@@ -531,13 +531,15 @@ fn certificate_rotation_under_load_loses_no_request() {
     );
     assert_eq!(presented_certificate(server.secure), pem_der(&first_cert));
 
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = mcs::StopFlag::new();
+    // A failed check below stops the load too, instead of leaving it hammering a dead server.
+    let _stop_load = stop.set_on_drop();
     let load = {
         let stop = stop.clone();
         let address = server.secure;
         std::thread::spawn(move || {
             let (mut ok, mut failed) = (0u32, Vec::new());
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            while !stop.is_set() {
                 match mcs::try_request(
                     address,
                     Some(mcs::dev_ca_client()),
@@ -585,7 +587,7 @@ fn certificate_rotation_under_load_loses_no_request() {
         || (presented_certificate(server.secure) == pem_der(&second_cert)).then_some(()),
     );
     std::thread::sleep(Duration::from_millis(300));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop.set();
     let (ok, failed) = load.join().unwrap();
     assert!(
         failed.is_empty(),

@@ -17,7 +17,7 @@ use machine_config_server::app::ServingState;
 use machine_config_server::ignition::dataurl;
 use machine_config_server::render::layered::registry_hosts;
 use machine_config_server::snapshot::LayeredInputs;
-use machine_config_server::snapshot::{Mode, Snapshot};
+use machine_config_server::snapshot::{Input, Mode, Snapshot};
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -203,6 +203,8 @@ fn snapshot(
 ) -> Snapshot {
     let mut snapshot = Snapshot::empty(Mode::Cluster);
     snapshot.generation = generation;
+    // Every cache synced, as the cluster source publishes it.
+    snapshot.synced = Input::ALL.into_iter().collect();
     let master_rendered = "rendered-master-debfb7e8dc78d7bb874cdfefd71e66d1";
     let pools = [pool("master", master_rendered), pool(POOL, RENDERED)];
     snapshot.machine_configs = BTreeMap::from([

@@ -470,10 +470,11 @@ async fn a_joining_node_gets_its_mcn_with_spec_owner_status_and_bootstrap_record
         mcn["metadata"]["generation"]
     );
 
-    // Written by server-side apply under the dedicated field manager, main and status.
+    // Created (a create the API server refuses when the MCN exists) under the dedicated field
+    // manager; its status by server-side apply under the same manager.
     let managers = managers(&mcn);
     assert!(
-        managers.contains(&(MANAGER.into(), "Apply".into(), String::new())),
+        managers.contains(&(MANAGER.into(), "Update".into(), String::new())),
         "{managers:?}"
     );
     assert!(
@@ -820,7 +821,7 @@ async fn our_mcn_of_a_deleted_node_goes_after_the_grace_period_and_foreign_ones_
         "a foreign MCN of a deleted node is left to garbage collection"
     );
 
-    // The writes and reads the publisher made are exactly those config/deploy/rbac.yaml grants.
+    // The writes and reads the publisher made are exactly those config/deploy/extras grants.
     let mut calls: Vec<(String, String, String)> = api
         .requests()
         .into_iter()
@@ -846,6 +847,7 @@ async fn our_mcn_of_a_deleted_node_goes_after_the_grace_period_and_foreign_ones_
         granted("leases", "", "create"),
         granted("leases", "", "get"),
         granted("leases", "", "update"),
+        granted("machineconfignodes", "", "create"),
         granted("machineconfignodes", "", "delete"),
         granted("machineconfignodes", "", "get"),
         granted("machineconfignodes", "", "patch"),
@@ -855,13 +857,13 @@ async fn our_mcn_of_a_deleted_node_goes_after_the_grace_period_and_foreign_ones_
     for call in &calls {
         assert!(
             rules.contains(call),
-            "{call:?} is not granted by config/deploy/rbac.yaml"
+            "{call:?} is not granted by config/deploy/extras/rbac.yaml"
         );
     }
     for used in [
+        granted("machineconfignodes", "", "create"),
         granted("machineconfignodes", "", "delete"),
         granted("machineconfignodes", "", "get"),
-        granted("machineconfignodes", "", "patch"),
         granted("machineconfignodes", "status", "patch"),
         granted("nodes", "", "get"),
     ] {
@@ -907,13 +909,14 @@ async fn a_node_recreated_with_a_new_uid_gets_a_new_mcn_owned_by_it() {
         .iter()
         .position(|r| r.resource == "machineconfignodes" && r.verb == "delete")
         .expect("the old MCN deleted by the publisher");
-    let patches_before = requests[..old_deleted]
+    let writes_before = requests[..old_deleted]
         .iter()
-        .filter(|r| r.resource == "machineconfignodes" && r.verb == "patch")
+        .filter(|r| r.resource == "machineconfignodes")
+        .filter(|r| matches!(r.verb.as_str(), "create" | "patch") && r.status < 300)
         .filter(|r| r.name.as_deref() == Some("worker-8"))
         .count();
     assert_eq!(
-        patches_before, 2,
+        writes_before, 2,
         "create and initial status only: {requests:#?}"
     );
     replica.stop().await;

@@ -33,5 +33,6 @@ pub(super) async fn load_bootstrap(
         ready: true,
         source: format!("base directory {}", base_dir.display()),
         notes: Vec::new(),
+        features: None,
     })
 }

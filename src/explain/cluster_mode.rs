@@ -48,11 +48,34 @@ pub(super) async fn load_cluster(flags: &ExplainFlags) -> Result<Loaded, RunErro
     .map_err(UsageError::from)?;
 
     let timeout = Duration::from_secs(flags.timeout_seconds);
+    let deadline = tokio::time::Instant::now() + timeout;
     let mut ready = source.ready.clone();
     let ready = matches!(
-        tokio::time::timeout(timeout, ready.wait_for(|ready| *ready)).await,
+        tokio::time::timeout_at(deadline, ready.wait_for(|ready| *ready)).await,
         Ok(Ok(_))
     );
+    // Then, within the same time, until the rights are known and the pool's own caches (a
+    // layered pool's Nodes, say) have synced, as a request would find them.
+    let mut notes = Vec::new();
+    if ready {
+        let mut grants = source.rights.subscribe();
+        let _ = tokio::time::timeout_at(deadline, grants.wait_for(|g| g.is_known())).await;
+        let mut snapshots = source.snapshots.clone();
+        let pool = flags.pool.clone();
+        let synced = tokio::time::timeout_at(
+            deadline,
+            snapshots.wait_for(|s| crate::render::waiting_for(s, &pool).is_empty()),
+        )
+        .await;
+        if !matches!(synced, Ok(Ok(_))) {
+            notes.push(format!(
+                "the caches pool {} reads had not all synced within {} s (--timeout-seconds)",
+                flags.pool,
+                timeout.as_secs()
+            ));
+        }
+    }
+    let features = Some(super::FeatureReport::all(&source.rights.current()));
     let snapshot = source.snapshots.borrow().clone();
     let _ = stop.send(());
     if tokio::time::timeout(Duration::from_secs(5), source.join())
@@ -61,16 +84,15 @@ pub(super) async fn load_cluster(flags: &ExplainFlags) -> Result<Loaded, RunErro
     {
         tracing::warn!("the cluster source did not stop within 5 s");
     }
-    let notes = if ready {
-        Vec::new()
-    } else {
-        vec![syncs.summary(timeout)]
-    };
+    if !ready {
+        notes.push(syncs.summary(timeout));
+    }
     Ok(Loaded {
         snapshot,
         ready,
         source: source_name,
         notes,
+        features,
     })
 }
 

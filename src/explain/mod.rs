@@ -90,6 +90,7 @@ pub async fn run(flags: &ExplainFlags) -> Result<(), RunError> {
         loaded.source,
     );
     explanation.notes.extend(loaded.notes);
+    explanation.features = loaded.features;
     if let Some(path) = &flags.write_config {
         match &body {
             Some(body) => {
@@ -147,4 +148,6 @@ struct Loaded {
     ready: bool,
     source: String,
     notes: Vec<String>,
+    /// Cluster mode: each feature beyond the original, on or off and why.
+    features: Option<Vec<FeatureReport>>,
 }

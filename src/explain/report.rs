@@ -11,6 +11,7 @@ use crate::api::{annotations, MachineConfigPool};
 use crate::ignition::{self, accept, dataurl, SpecVersion};
 use crate::render::layered::{DecisionReason, LayeredDecision};
 use crate::render::{self, RenderError};
+use crate::rights::Grants;
 use crate::server::{self, pool_path};
 use crate::snapshot::{LoadError, Mode, Snapshot};
 use crate::telemetry::ErrorChain;
@@ -57,6 +58,12 @@ pub struct Explanation {
     pub spec_version_from: &'static str,
     /// The layered-image decision of the render (cluster mode, when the render got that far).
     pub layered: Option<LayeredDecision>,
+    /// Cluster mode: the caches this pool's answer reads that have not synced (empty: it can be
+    /// served).
+    pub waiting_for: Vec<&'static str>,
+    /// Cluster mode: each feature beyond the original, on or off and why (`None` in bootstrap
+    /// mode).
+    pub features: Option<Vec<FeatureReport>>,
     /// The HTTP status the server would answer.
     pub status: u16,
     pub status_text: String,
@@ -68,6 +75,33 @@ pub struct Explanation {
     pub served: Option<Served>,
     /// Anything else worth knowing (cluster caches that did not sync, `--write-config`).
     pub notes: Vec<String>,
+}
+
+/// One feature beyond the original in the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct FeatureReport {
+    pub feature: &'static str,
+    pub enabled: bool,
+    /// Why it is off (the rules not granted, or the refused request).
+    pub why_off: Option<String>,
+    /// What runs instead while it is off.
+    pub when_off: Option<&'static str>,
+}
+
+impl FeatureReport {
+    /// Every feature of `grants`.
+    pub fn all(grants: &Grants) -> Vec<FeatureReport> {
+        grants
+            .states()
+            .into_iter()
+            .map(|(feature, state)| FeatureReport {
+                feature: feature.as_str(),
+                enabled: state.is_enabled(),
+                why_off: state.why_off(),
+                when_off: (!state.is_enabled()).then(|| feature.when_off()),
+            })
+            .collect()
+    }
 }
 
 /// The rendered MachineConfig chosen for the pool.
@@ -192,6 +226,11 @@ pub fn explain(
             SpecRequest::Exact(_) => "spec",
         },
         layered: None,
+        waiting_for: render::waiting_for(snapshot, pool)
+            .into_iter()
+            .map(|input| input.kind())
+            .collect(),
+        features: None,
         status: 0,
         status_text: String::new(),
         error: None,
@@ -207,7 +246,7 @@ pub fn explain(
         Ok(_) => match negotiated {
             Err(e) => Err((StatusCode::BAD_REQUEST, error_report(e.kind(), &e))),
             Ok(_) if !ready => {
-                let e = RenderError::NotReady;
+                let e = RenderError::NotReady(render::waiting_for(snapshot, pool));
                 Err((server::status_for(&e), error_report(e.kind(), &e)))
             }
             Ok(version) => match render::render(snapshot, pool, version) {
@@ -505,6 +544,12 @@ pub(super) fn reason_meaning(reason: DecisionReason) -> &'static str {
         DecisionReason::InClusterRegistry => {
             "the image is in the in-cluster registry, which a booting node cannot reach"
         }
+        DecisionReason::PoolNotUpdated => {
+            "a build succeeded, but no machine of the pool has completed the update (updatedMachineCount is 0): the original's gate, since this server may not read Nodes"
+        }
         DecisionReason::Validated => "a node of the pool runs this image",
+        DecisionReason::PoolUpdated => {
+            "a machine of the pool has completed the update (updatedMachineCount > 0): the original's gate, since this server may not read Nodes"
+        }
     }
 }

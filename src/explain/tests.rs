@@ -4,7 +4,7 @@ use crate::api::{ControllerConfig, MachineConfig, MachineConfigPool};
 use crate::ignition::dataurl;
 use crate::render;
 use crate::render::layered::DecisionReason;
-use crate::snapshot::{LoadError, Mode};
+use crate::snapshot::{Input, LoadError, Mode};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -47,6 +47,8 @@ fn machine_config(name: &str, kernel_arguments: &[&str]) -> Arc<MachineConfig> {
 fn cluster_snapshot(updated_machine_count: i64) -> Snapshot {
     let mut snapshot = Snapshot::empty(Mode::Cluster);
     snapshot.generation = 1;
+    // Every cache synced, as the cluster source publishes it.
+    snapshot.synced = Input::ALL.into_iter().collect();
     let pool: MachineConfigPool = serde_json::from_value(json!({
         "metadata": {"name": "worker"},
         "spec": {"configuration": {"name": "rendered-worker-new"}},
@@ -358,4 +360,57 @@ fn sync_summary_names_failing_and_synced_kinds() {
         "{summary}"
     );
     assert!(summary.contains("synced: MachineConfigPool"), "{summary}");
+}
+
+#[test]
+fn readiness_and_features_are_reported_in_cluster_mode() {
+    use crate::rights::{Feature, Grants, Names, Requirements};
+    let mut snapshot = cluster_snapshot(0);
+    snapshot.synced.remove(&Input::MachineConfigs);
+    let explained = explain_worker(&snapshot, true, &SpecRequest::default_accept());
+    let mut e = explained.explanation;
+    assert_eq!(e.waiting_for, ["MachineConfig"]);
+    assert_eq!(e.status, 503);
+    // Under the MCO's own rights: every feature off, saying what it misses and what runs instead.
+    let requirements = Requirements::new(&Names::openshift());
+    let answers = requirements
+        .all_rules()
+        .into_iter()
+        .map(|rule| {
+            let read =
+                rule.resource == "configmaps" && rule.verb != "create" && rule.verb != "patch";
+            (rule, read)
+        })
+        .collect();
+    let grants = Grants::unknown(requirements).probed(answers);
+    e.features = Some(FeatureReport::all(&grants));
+    let text = format_text(&e);
+    assert!(
+        text.contains("readiness:        waiting for the MachineConfig caches to sync"),
+        "{text}"
+    );
+    let gate = Feature::LayeredNodeGate.as_str();
+    assert!(
+        text.contains(&format!(
+            "{gate}: off (not granted: list nodes, watch nodes"
+        )),
+        "{text}"
+    );
+    assert!(text.contains(Feature::LayeredNodeGate.when_off()), "{text}");
+    let json = serde_json::to_value(&e).unwrap();
+    assert_eq!(json["features"][1]["feature"], "mcn-publisher");
+    assert_eq!(json["features"][1]["enabled"], false);
+    // Bootstrap mode has neither line.
+    let bootstrap = explain(
+        &Snapshot::empty(Mode::Bootstrap),
+        true,
+        "master",
+        &SpecRequest::default_accept(),
+        "test".into(),
+    );
+    let text = format_text(&bootstrap.explanation);
+    assert!(
+        !text.contains("readiness:") && !text.contains("features:"),
+        "{text}"
+    );
 }

@@ -53,6 +53,28 @@ pub fn format_text(e: &Explanation) -> String {
     };
     line("spec version:", &spec);
     line("layered image:", &layered_text(e));
+    if e.mode == "cluster" {
+        let readiness = if e.waiting_for.is_empty() {
+            "every cache this pool reads has synced".to_string()
+        } else {
+            format!(
+                "waiting for the {} caches to sync",
+                e.waiting_for.join(", ")
+            )
+        };
+        line("readiness:", &readiness);
+    }
+    if let Some(features) = &e.features {
+        let text: Vec<String> = features
+            .iter()
+            .map(|f| match (&f.why_off, f.when_off) {
+                (None, _) => format!("{}: on", f.feature),
+                (Some(why), Some(instead)) => format!("{}: off ({why}); {instead}", f.feature),
+                (Some(why), None) => format!("{}: off ({why})", f.feature),
+            })
+            .collect();
+        line("features:", &text.join("\n"));
+    }
     line("answer:", &format!("{} {}", e.status, e.status_text));
     if let Some(error) = &e.error {
         line(

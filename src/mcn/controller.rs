@@ -2,25 +2,29 @@
 //! cluster (and each change of the served records every replica shares, see [`Records`]) into a
 //! [`plan`] and carries it out with server-side apply under the field manager [`FIELD_MANAGER`].
 //!
-//! - Creates and fills are applies of the fields this server owns, without `force`: a field
-//!   another manager owns with a different value is a `409` conflict, which is counted, logged
-//!   and not retried until that MCN changes. The server never takes a field from the daemon or
-//!   the operator.
-//! - A create first reads the MCN from the API server (the cache may lag, e.g. after its watch
-//!   was cut): an MCN that exists is never applied over as if new. A fill likewise applies
-//!   only over the version the cache showed.
+//! - No read before a write: the API server's own atomicity guards each one. A create is a
+//!   create (`POST`), which the API server refuses with 409 AlreadyExists when the MCN exists
+//!   (the cache may lag, e.g. after its watch was cut): an MCN is never written over as if new.
+//!   A fill is a merge patch of only the fields it fills, carrying the `resourceVersion` of the
+//!   cached copy it was planned from as a precondition (409 Conflict when the MCN changed
+//!   since): it writes over exactly the `not-yet-set` values it saw, never a value the daemon or
+//!   the operator wrote meanwhile. A 409 means "plan again from the cache", never a read.
+//!   Both write under the field manager [`FIELD_MANAGER`].
 //! - The initial status is a separate apply on the `/status` subresource, made only while the
 //!   MCN has no status (right after the create, with the generation the create returned).
 //! - Writes use `fieldValidation=Strict`, so an undeclared field is an error rather than silently
 //!   pruned. A rejection naming `configImage` means the CRD in use does not declare
 //!   `spec.configImage`: the publisher stops writing it (the image stays in the bootstrap-record
 //!   annotation) and retries at once.
+//! - A write refused with 409 by another field manager's ownership (the initial status apply)
+//!   is counted, logged and not retried until that MCN changes.
 //! - A delete is for our own MCNs only, and only after the plan has named the MCN a deletion
 //!   candidate on every pass for [`ReconcileSettings::delete_grace`] (a Node that appears after
 //!   its MCN, as in scale-ups and restores, must find it intact). Then a direct read confirms
 //!   that the Node with the owner's uid is gone (the cache may lag) and a direct read of the MCN
 //!   confirms, from its `managedFields`, that our field manager set the creation annotation;
-//!   the delete carries the MCN's uid and resourceVersion as preconditions.
+//!   the delete carries the MCN's uid and resourceVersion as preconditions. These two reads per
+//!   deletion are the publisher's only direct reads.
 //! - A failed write is logged with its cause chain, counted, and retried with per-object
 //!   exponential backoff. A create whose initial status write fails is not repeated: the
 //!   status is written once the cache shows the MCN without one. After a successful write the
@@ -40,7 +44,7 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions, ValidationDirective};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions, ValidationDirective};
 use kube::{Api, Client, Resource as _};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -54,9 +58,11 @@ use super::rate::{self, WriteBudget};
 use super::FIELD_MANAGER;
 use crate::api::machineconfignode::{MachineConfigNode, MachineConfigNodeStatus};
 use crate::metrics::Metrics;
+use crate::rights::Feature;
 use crate::server::notices::EventNotices;
 use crate::server::served::ServedLog;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Input, Snapshot};
+use crate::source::cluster::rights::Rights;
 use crate::telemetry::ErrorChain;
 
 /// Retry and resync timing of the reconcile loop.
@@ -128,6 +134,12 @@ impl PublishError {
             _ => None,
         }
     }
+
+    /// The request that failed, as a refusal names it (`create machineconfignode/w-1`).
+    fn request(&self) -> String {
+        let PublishError::Api { action, name, .. } = self;
+        format!("{action} machineconfignode/{name}")
+    }
 }
 
 /// What a carried-out action did (the metric `result` label).
@@ -137,7 +149,8 @@ enum Outcome {
     Filled,
     StatusInitialized,
     Deleted,
-    /// Nothing to do after all (a delete found the Node still there, a create found the MCN).
+    /// Nothing done after all: a delete found the Node still there, a create was refused
+    /// because the MCN exists (409 AlreadyExists), a fill because it changed (409 Conflict).
     Skipped,
 }
 
@@ -153,13 +166,17 @@ impl Outcome {
     }
 }
 
-/// What the watch cache shows once it has caught up with a write.
+/// What the watch cache shows once it has caught up with a write (or with what a 409 told).
 #[derive(Debug)]
 enum Expect {
     /// The MCN at this resourceVersion (`None`: unknown, wait for the grace period).
     Version(Option<String>),
     /// No MCN.
     Gone,
+    /// Some MCN (a create was refused: it exists).
+    Present,
+    /// Another version than this one (a fill was refused: the MCN changed since).
+    Changed(Option<String>),
 }
 
 impl Expect {
@@ -168,13 +185,17 @@ impl Expect {
             Expect::Version(Some(version)) => cached == Some(version.as_str()),
             Expect::Version(None) => false,
             Expect::Gone => cached.is_none(),
+            Expect::Present => cached.is_some(),
+            Expect::Changed(seen) => cached != seen.as_deref(),
         }
     }
 }
 
-/// How long one pass may work through its plan, waiting for the write budget, before it plans
-/// again from the newest snapshot: the most a Node that joins during a backlog waits for its
-/// turn.
+/// How long one pass may work through its plan before it plans again from the newest snapshot:
+/// the most a Node that joins during a backlog waits for its turn. Wall time, whatever takes it:
+/// waiting for the write budget, or the API calls themselves when the API server is slower than
+/// the budget (a pass that only ended when the budget made it wait would work through a whole
+/// backlog from the snapshot it started with).
 const PASS_LENGTH: Duration = Duration::from_secs(1);
 
 /// Per-object memory of the reconcile loop.
@@ -224,11 +245,14 @@ impl Records {
 
 /// The reconcile loop of the leader.
 pub struct Reconciler {
+    client: Client,
     mcns: Api<MachineConfigNode>,
     nodes: Api<Node>,
     records: Records,
     metrics: Arc<Metrics>,
     events: EventNotices,
+    /// Whether [`Feature::McnPublisher`] is on; a refused write turns it off.
+    rights: Rights,
     settings: ReconcileSettings,
     config_image_declared: bool,
     holds: HashMap<String, Hold>,
@@ -246,14 +270,17 @@ impl Reconciler {
         records: Records,
         metrics: Arc<Metrics>,
         events: EventNotices,
+        rights: Rights,
         settings: ReconcileSettings,
     ) -> Self {
         Reconciler {
             mcns: Api::all(client.clone()),
-            nodes: Api::all(client),
+            nodes: Api::all(client.clone()),
+            client,
             records,
             metrics,
             events,
+            rights,
             config_image_declared: true,
             holds: HashMap::new(),
             candidates: HashMap::new(),
@@ -275,19 +302,23 @@ impl Reconciler {
         // A new term: what the previous leader did is in the cache, not in our memory.
         self.holds.clear();
         self.candidates.clear();
+        let mut grants = self.rights.subscribe();
         loop {
             if !*leading.borrow_and_update() || *shutdown.borrow() {
                 return;
             }
             let snapshot = snapshots.borrow_and_update().clone();
-            // Generation 0 is the empty snapshot before every cache has synced: acting on it
-            // would create or delete on a partial view.
-            if *ready.borrow_and_update() && snapshot.generation > 0 {
+            // Only on a complete view of Nodes and MCNs (the empty snapshot of generation 0,
+            // or caches not synced yet, would create or delete on a partial one), and only
+            // while the feature is on.
+            let enabled = grants.borrow_and_update().enabled(Feature::McnPublisher);
+            if enabled && *ready.borrow_and_update() && sees_nodes_and_mcns(&snapshot) {
                 self.reconcile(&snapshot, leading).await;
             }
             let wake = self.next_wake();
             tokio::select! {
                 _ = snapshots.changed() => {}
+                _ = grants.changed() => {}
                 // Another replica published records (at most once per its flush interval).
                 _ = async {
                     if self.records.shared.changed().await.is_err() {
@@ -304,10 +335,11 @@ impl Reconciler {
 
     /// One pass: plan from `snapshot` and carry out every action that is not held back.
     ///
-    /// Writes spend the write budget in plan order (newest Nodes first). A pass waits for the
-    /// budget for at most `PASS_LENGTH`; then it ends, and the next one plans again from the
-    /// newest snapshot once a token is there (planning over thousands of Nodes for every single
-    /// write would cost more than the writes).
+    /// Writes spend the write budget in plan order (newest Nodes first). A pass lasts at most
+    /// `PASS_LENGTH`, whether its time goes to waiting for the budget or to the API calls;
+    /// then it ends, and the next one plans again from the newest snapshot (at once, or once a
+    /// token is there). Planning over thousands of Nodes for every single write would cost more
+    /// than the writes; once a second costs little.
     pub async fn reconcile(&mut self, snapshot: &Snapshot, leading: &watch::Receiver<bool>) {
         self.throttled_until = None;
         let world = World::from_snapshot(snapshot);
@@ -344,6 +376,10 @@ impl Reconciler {
             }
         });
 
+        // The pass's clock starts after planning, and a pass carries out at least one action:
+        // a plan that took long to make (a huge cluster on a loaded machine) still moves on.
+        let started = Instant::now();
+        let mut carried_out = 0usize;
         for action in &plan.actions {
             if !*leading.borrow() {
                 return;
@@ -357,11 +393,17 @@ impl Reconciler {
             if matches!(action, Action::Delete { .. }) && !self.candidate_due(&name, now) {
                 continue;
             }
+            // The plan is stale after a pass's length of work: plan again from the newest
+            // snapshot (a Node that joined meanwhile goes first).
+            if carried_out > 0 && pass_over(started, Instant::now()) {
+                self.throttled_until = Some(self.budget.available_at().max(Instant::now()));
+                return;
+            }
             // Wait for the write budget within the pass while the plan is fresh; past that,
-            // plan again from the newest snapshot (a Node that joined meanwhile goes first).
+            // plan again once a token is there.
             let token_at = self.budget.available_at();
             if token_at > Instant::now() {
-                if token_at.duration_since(now) > PASS_LENGTH {
+                if pass_over(started, token_at) {
                     self.throttled_until = Some(token_at);
                     return;
                 }
@@ -375,16 +417,20 @@ impl Reconciler {
                 .copied()
                 .flatten()
                 .map(str::to_owned);
+            carried_out += 1;
             match self.execute(action, seen.as_deref()).await {
                 Ok((outcome, written)) => {
                     self.metrics.mcn_publish(outcome.as_str());
                     if outcome != Outcome::Skipped {
                         self.bootstrap_written(action);
                     }
-                    let expect = match outcome {
-                        Outcome::Deleted => Expect::Gone,
-                        // A create that found the MCN there: wait for the cache to show it.
-                        Outcome::Skipped => Expect::Version(written.or(seen)),
+                    let expect = match (outcome, action) {
+                        (Outcome::Deleted, _) => Expect::Gone,
+                        // A create refused (it exists): wait for the cache to show it.
+                        (Outcome::Skipped, Action::Create { .. }) => Expect::Present,
+                        // A fill refused (it changed): wait for the cache to show the change.
+                        (Outcome::Skipped, Action::Fill { .. }) => Expect::Changed(seen),
+                        (Outcome::Skipped, _) => Expect::Version(written.or(seen)),
                         _ => Expect::Version(written),
                     };
                     self.holds.insert(
@@ -394,6 +440,12 @@ impl Reconciler {
                             until: Instant::now() + self.settings.cache_grace,
                         },
                     );
+                }
+                Err(error) if error.status_code() == Some(403) => {
+                    // Not retried: the feature is off until the rights say otherwise.
+                    self.metrics.mcn_publish("error");
+                    self.rights.refused(Feature::McnPublisher, &error.request());
+                    return;
                 }
                 Err(error) if error.status_code() == Some(409) => {
                     self.metrics.mcn_publish("conflict");
@@ -510,23 +562,11 @@ impl Reconciler {
     ) -> Result<(Outcome, Option<String>), PublishError> {
         match action {
             Action::Create { mcn, status } => {
-                // The cache can lag behind an MCN that exists (its watch cut during an API
-                // fault, a new term): a create never writes over one (it would drop a bootstrap
-                // record its replica has since forgotten as settled). Ask the API server.
-                let existing =
-                    self.mcns
-                        .get_opt(action.name())
-                        .await
-                        .map_err(|source| PublishError::Api {
-                            action: "create",
-                            name: action.name().to_owned(),
-                            source,
-                        })?;
-                if let Some(existing) = existing {
-                    debug!(mcn = %action.name(), "MachineConfigNode exists already (the cache lags); not creating it again");
-                    return Ok((Outcome::Skipped, existing.metadata.resource_version));
-                }
-                let created = self.apply(mcn, "create").await?;
+                let Some(created) = self.create(mcn).await? else {
+                    // It exists (the cache lags): plan again once the cache shows it.
+                    debug!(mcn = %action.name(), "MachineConfigNode exists already (409: the cache lags); planning again from the cache");
+                    return Ok((Outcome::Skipped, None));
+                };
                 let generation = created.metadata.generation.unwrap_or(1);
                 info!(
                     mcn = %action.name(),
@@ -543,7 +583,7 @@ impl Reconciler {
                         .await
                     {
                         Ok(written) => written,
-                        // The MCN exists: it is never applied again for this (the cache may
+                        // The MCN exists: it is never created again for this (the cache may
                         // lag). Its initial status is written as soon as the cache shows the
                         // MCN without one (an `InitStatus` of a later pass).
                         Err(error) => {
@@ -558,24 +598,14 @@ impl Reconciler {
                 Ok((Outcome::Created, written))
             }
             Action::Fill { mcn, filled } => {
-                // A fill repeats every annotation of ours the cache shows: planned from a stale
-                // copy it would drop what was written since (a bootstrap record). Fill only
-                // what the API server still has at the cached version.
-                let live =
-                    self.mcns
-                        .get_opt(action.name())
-                        .await
-                        .map_err(|source| PublishError::Api {
-                            action: "fill",
-                            name: action.name().to_owned(),
-                            source,
-                        })?;
-                let live_version = live.and_then(|m| m.metadata.resource_version);
-                if live_version.as_deref() != cached {
-                    debug!(mcn = %action.name(), "MachineConfigNode changed since the cache saw it; planning again from the cache");
-                    return Ok((Outcome::Skipped, live_version));
-                }
-                let filled_in = self.apply(mcn, "fill").await?;
+                // Planned from the cached copy at `cached`: written only over that version.
+                let Some(cached) = cached else {
+                    return Ok((Outcome::Skipped, None));
+                };
+                let Some(filled_in) = self.fill(mcn, cached).await? else {
+                    debug!(mcn = %action.name(), "MachineConfigNode changed since the cache saw it (409); planning again from the cache");
+                    return Ok((Outcome::Skipped, None));
+                };
                 info!(mcn = %action.name(), filled = %filled.join(", "), "filled in MachineConfigNode");
                 Ok((Outcome::Filled, filled_in.metadata.resource_version))
             }
@@ -607,31 +637,28 @@ impl Reconciler {
         }
     }
 
-    async fn apply(
+    /// Creates `mcn`; `None` when the API server refuses because it exists (409
+    /// AlreadyExists).
+    async fn create(
         &mut self,
         mcn: &MachineConfigNode,
-        action: &'static str,
-    ) -> Result<MachineConfigNode, PublishError> {
+    ) -> Result<Option<MachineConfigNode>, PublishError> {
         let name = mcn.metadata.name.clone().unwrap_or_default();
         let wrap = |source| PublishError::Api {
-            action,
+            action: "create",
             name: name.clone(),
             source,
         };
-        let mcn = if self.config_image_declared {
+        let mut mcn = if self.config_image_declared {
             mcn.clone()
         } else {
             without_config_image(mcn)
         };
         self.spend_write().await;
-        match self
-            .mcns
-            .patch(&name, &self.params(), &Patch::Apply(&mcn))
-            .await
-        {
-            // kube-apiserver 1.36 answers an apply with a field its CRD does not declare with
-            // a plain 500 (`failed to create typed patch object ... .spec.configImage: field not
-            // declared in schema`); other versions with 400 or 422.
+        let result = match self.post(&mcn).await {
+            // A CRD without `spec.configImage`: kube-apiserver answers a strict create naming
+            // an undeclared field with 400 or 422 (a server-side apply with a plain 500); the
+            // field is then left out for good.
             Err(kube::Error::Api(status))
                 if mcn.spec.config_image.is_some()
                     && matches!(status.code, 400 | 422 | 500)
@@ -639,14 +666,64 @@ impl Reconciler {
             {
                 self.config_image_declared = false;
                 info!(mcn = %name, "the MachineConfigNode CRD does not declare spec.configImage; the served image is kept in the bootstrap-record annotation only");
-                let mcn = without_config_image(&mcn);
+                mcn = without_config_image(&mcn);
                 self.spend_write().await;
-                self.mcns
-                    .patch(&name, &self.params(), &Patch::Apply(&mcn))
-                    .await
-                    .map_err(wrap)
+                self.post(&mcn).await
             }
-            result => result.map_err(wrap),
+            result => result,
+        };
+        match result {
+            Ok(created) => Ok(Some(created)),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(None),
+            Err(source) => Err(wrap(source)),
+        }
+    }
+
+    /// `POST` of a new MCN under our field manager, with strict field validation (kube's
+    /// `PostParams` cannot say it, so the request is built here).
+    async fn post(&self, mcn: &MachineConfigNode) -> Result<MachineConfigNode, kube::Error> {
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PostParams::default()
+        };
+        let body = serde_json::to_vec(mcn).map_err(kube::Error::SerdeError)?;
+        let request = kube::core::Request::new(MachineConfigNode::url_path(&(), None))
+            .create(&params, body)
+            .map_err(kube::Error::BuildRequest)?;
+        let (mut parts, body) = request.into_parts();
+        let uri = format!("{}&fieldValidation=Strict", parts.uri);
+        parts.uri = uri.parse().map_err(|e: http::uri::InvalidUri| {
+            kube::Error::BuildRequest(kube::core::request::Error::Validation(e.to_string()))
+        })?;
+        self.client
+            .request::<MachineConfigNode>(http::Request::from_parts(parts, body))
+            .await
+    }
+
+    /// Writes the fields a fill fills (spec.configVersion.desired, our annotations) with a
+    /// merge patch conditional on `resource_version`; `None` when the MCN changed since (409
+    /// Conflict).
+    async fn fill(
+        &mut self,
+        mcn: &MachineConfigNode,
+        resource_version: &str,
+    ) -> Result<Option<MachineConfigNode>, PublishError> {
+        let name = mcn.metadata.name.clone().unwrap_or_default();
+        let body = fill_patch_body(mcn, resource_version);
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            field_validation: Some(ValidationDirective::Strict),
+            ..PatchParams::default()
+        };
+        self.spend_write().await;
+        match self.mcns.patch(&name, &params, &Patch::Merge(&body)).await {
+            Ok(filled) => Ok(Some(filled)),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(None),
+            Err(source) => Err(PublishError::Api {
+                action: "fill",
+                name,
+                source,
+            }),
         }
     }
 
@@ -730,20 +807,34 @@ impl Reconciler {
     }
 }
 
-/// True when `managedFields` show that our field manager, by server-side apply on the main
-/// resource, owns the creation annotation: the API server's own record of who created the MCN,
-/// which a foreign writer's object never has.
+/// True when `managedFields` show that our field manager, on the main resource, owns the
+/// creation annotation: the API server's own record of who created the MCN, which a foreign
+/// writer's object never has. Our creates (and fills) are `Update` operations; MCNs created by
+/// earlier versions of this server were server-side applies.
 pub fn created_by_us(mcn: &MachineConfigNode) -> bool {
     let annotation = format!("f:{}", super::desired::annotations::CREATED_BY);
     mcn.metadata.managed_fields.iter().flatten().any(|entry| {
         entry.manager.as_deref() == Some(FIELD_MANAGER)
-            && entry.operation.as_deref() == Some("Apply")
+            && matches!(entry.operation.as_deref(), Some("Apply" | "Update"))
             && entry.subresource.as_deref().unwrap_or_default().is_empty()
             && entry.fields_v1.as_ref().is_some_and(|fields| {
                 fields.0["f:metadata"]["f:annotations"]
                     .get(&annotation)
                     .is_some()
             })
+    })
+}
+
+/// The merge patch of a fill: the `resourceVersion` it was planned from (the API server
+/// refuses it with 409 once the MCN changed), `spec.configVersion.desired` and our annotations
+/// (the only fields a fill changes; a merge patch leaves every other field as it is).
+pub fn fill_patch_body(mcn: &MachineConfigNode, resource_version: &str) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": {
+            "resourceVersion": resource_version,
+            "annotations": mcn.metadata.annotations.clone().unwrap_or_default(),
+        },
+        "spec": {"configVersion": {"desired": mcn.spec.config_version.desired}},
     })
 }
 
@@ -773,6 +864,19 @@ pub fn status_apply_body(
         "metadata": metadata,
         "status": status,
     })
+}
+
+/// True when a pass that started at `started` would have worked longer than `PASS_LENGTH` by
+/// `at`.
+fn pass_over(started: Instant, at: Instant) -> bool {
+    at.saturating_duration_since(started) > PASS_LENGTH
+}
+
+/// True when the snapshot holds complete lists of Nodes and MachineConfigNodes.
+fn sees_nodes_and_mcns(snapshot: &Snapshot) -> bool {
+    snapshot.generation > 0
+        && snapshot.synced.contains(&Input::Nodes)
+        && snapshot.synced.contains(&Input::MachineConfigNodes)
 }
 
 /// `retry_initial * 2^(failures-1)`, at most `retry_max`.

@@ -76,9 +76,11 @@ use super::matching::served_before;
 use crate::api::node::{created as node_created, internal_ips, name as node_name};
 use crate::ignition::SpecVersion;
 use crate::metrics::Metrics;
+use crate::rights::Feature;
 use crate::server::commit::CommitWriter;
 use crate::server::served::{FailureRecord, ServedLog, ServedRecord, WriteSet};
 use crate::snapshot::Snapshot;
+use crate::source::cluster::rights::Rights;
 use crate::telemetry::ErrorChain;
 
 /// Name of the shared ConfigMap.
@@ -530,10 +532,14 @@ pub struct ExchangeInputs {
     pub leading: watch::Receiver<bool>,
     /// Changes with every successful API answer (ends a backoff once per failure streak).
     pub api_successes: watch::Receiver<u64>,
+    /// Whether this identity may read and write the shared object ([`Feature::SharedRecords`]).
+    pub rights: Rights,
 }
 
-/// Starts watching the shared object and publishing this replica's records; returns the view
-/// of every replica's records and the tasks (they end on `shutdown`).
+/// Starts the exchange: while [`Feature::SharedRecords`] is on, it watches the shared object
+/// and publishes this replica's records (answers then wait for their record); while it is off,
+/// nothing is read or written and answers do not wait. Returns the view of every replica's
+/// records and the task (it ends on `shutdown`).
 pub fn start(
     client: Client,
     settings: ExchangeSettings,
@@ -542,43 +548,84 @@ pub fn start(
     metrics: Arc<Metrics>,
     shutdown: watch::Receiver<bool>,
 ) -> (watch::Receiver<Arc<SharedView>>, Vec<JoinHandle<()>>) {
+    let api: Api<ConfigMap> = Api::namespaced(client, &settings.namespace);
+    let (view_tx, view) = watch::channel(Arc::new(SharedView::default()));
+    let task = tokio::spawn(supervise(
+        api, settings, served, inputs, metrics, view_tx, shutdown,
+    ));
+    (view, vec![task])
+}
+
+/// Runs the watch and the writer while the feature is on; stops both when it goes off.
+async fn supervise(
+    api: Api<ConfigMap>,
+    settings: ExchangeSettings,
+    served: ServedLog,
+    inputs: ExchangeInputs,
+    metrics: Arc<Metrics>,
+    view: watch::Sender<Arc<SharedView>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let ExchangeInputs {
         snapshots,
         leading,
         api_successes,
+        rights,
     } = inputs;
-    let api: Api<ConfigMap> = Api::namespaced(client, &settings.namespace);
-    let (view_tx, view) = watch::channel(Arc::new(SharedView::default()));
-    let watch_task = tokio::spawn(watch_shared(
-        api.clone(),
-        settings.name.clone(),
-        view_tx,
-        shutdown.clone(),
-    ));
-    let commit = served.commit().writer();
-    let flush_task = tokio::spawn(
-        Flusher {
-            api,
-            settings,
-            commit,
-            served,
-            snapshots,
-            leading,
-            api_successes,
-            metrics,
-            view: view.clone(),
-            last_written: None,
+    let mut grants = rights.subscribe();
+    loop {
+        if !grants.borrow_and_update().enabled(Feature::SharedRecords) {
+            tokio::select! {
+                _ = shutdown.wait_for(|stop| *stop) => return,
+                _ = grants.changed() => continue,
+            }
         }
-        .run(shutdown),
-    );
-    (view, vec![watch_task, flush_task])
+        let (stop_tx, stop) = watch::channel(false);
+        let watch_task = tokio::spawn(watch_shared(
+            api.clone(),
+            settings.name.clone(),
+            view.clone(),
+            rights.clone(),
+            stop.clone(),
+        ));
+        let flusher = Flusher {
+            api: api.clone(),
+            settings: settings.clone(),
+            commit: served.commit().writer(),
+            served: served.clone(),
+            snapshots: snapshots.clone(),
+            leading: leading.clone(),
+            api_successes: api_successes.clone(),
+            metrics: metrics.clone(),
+            view: view.subscribe(),
+            rights: rights.clone(),
+            last_written: None,
+        };
+        let flush_task = tokio::spawn(flusher.run(stop));
+        let shutting_down = tokio::select! {
+            _ = shutdown.wait_for(|stop| *stop) => true,
+            _ = grants.wait_for(|g| !g.enabled(Feature::SharedRecords)) => false,
+        };
+        stop_tx.send_replace(true);
+        for task in [flush_task, watch_task] {
+            if let Err(error) = task.await {
+                warn!(%error, "served-records task ended abnormally");
+            }
+        }
+        // Nothing shared is known while the feature is off.
+        view.send_replace(Arc::new(SharedView::default()));
+        if shutting_down {
+            return;
+        }
+    }
 }
 
 async fn watch_shared(
     api: Api<ConfigMap>,
     name: String,
     view: watch::Sender<Arc<SharedView>>,
-    mut shutdown: watch::Receiver<bool>,
+    rights: Rights,
+    mut stop: watch::Receiver<bool>,
 ) {
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let stream = watcher::watcher(api, config).default_backoff();
@@ -587,7 +634,7 @@ async fn watch_shared(
     let mut listed = false;
     loop {
         let item = tokio::select! {
-            _ = shutdown.wait_for(|stop| *stop) => return,
+            _ = stop.wait_for(|stop| *stop) => return,
             item = stream.next() => item,
         };
         let Some(item) = item else { return };
@@ -608,6 +655,14 @@ async fn watch_shared(
             Ok(Event::Apply(object)) => Some(object),
             Ok(Event::Delete(_)) => None,
             Err(error) => {
+                if crate::source::cluster::watches::failure_reason(&error) == "forbidden" {
+                    // Not retried: the feature is off until the rights say otherwise.
+                    rights.refused(
+                        Feature::SharedRecords,
+                        &format!("list or watch configmaps {name:?}"),
+                    );
+                    return;
+                }
                 debug!(%error, "served-records watch interrupted; retrying with backoff");
                 continue;
             }
@@ -699,6 +754,8 @@ struct Flusher {
     api_successes: watch::Receiver<u64>,
     metrics: Arc<Metrics>,
     view: watch::Receiver<Arc<SharedView>>,
+    /// Where a refused write (403) is reported.
+    rights: Rights,
     /// What this replica's key holds, as far as it knows.
     last_written: Option<String>,
 }
@@ -776,6 +833,15 @@ impl Flusher {
                 Ok(()) => {
                     failures = 0;
                     early_retry = false;
+                }
+                Err(FlushError::Api(kube::Error::Api(status))) if status.code == 403 => {
+                    // Not retried: the feature is off until the rights say otherwise, and the
+                    // supervisor stops this writer.
+                    self.rights.refused(
+                        Feature::SharedRecords,
+                        &format!("create or patch configmaps {:?}", self.settings.name),
+                    );
+                    return;
                 }
                 Err(error) => {
                     early_retry = failures == 0;

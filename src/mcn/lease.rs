@@ -28,6 +28,11 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use crate::rights::Feature;
+#[cfg(doc)]
+use crate::rights::Grants;
+use crate::source::cluster::rights::Rights;
+
 /// Namespace of the Lease.
 pub const DEFAULT_NAMESPACE: &str = "openshift-machine-config-operator";
 /// Name of the Lease.
@@ -94,6 +99,11 @@ impl LeaseError {
             Self::Api { .. } => "api",
             Self::Timeout(_) => "timeout",
         }
+    }
+
+    /// True when the API server refused the request (403).
+    pub fn is_forbidden(&self) -> bool {
+        matches!(self, Self::Api { source: kube::Error::Api(status), .. } if status.code == 403)
     }
 }
 
@@ -298,11 +308,17 @@ impl Elector {
     }
 }
 
-/// Campaigns for the lease until `shutdown` turns true, publishing leadership on `leading`.
-/// Releases the lease on the way out when it holds it.
+/// The features the Lease holder carries out: a refused Lease request turns them off.
+const LEADER_FEATURES: [Feature; 2] = [Feature::McnPublisher, Feature::Events];
+
+/// Campaigns for the lease until `shutdown` turns true, publishing leadership on `leading`,
+/// while some feature the holder carries out is on ([`Grants::elect_leader`]); when none is,
+/// it stands down (releasing the lease) and waits. A refused request (403) is reported to
+/// `rights`, not retried. Releases the lease on the way out when it holds it.
 pub async fn run(
     mut elector: Elector,
     leading: watch::Sender<bool>,
+    rights: Rights,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let settings = elector.settings().clone();
@@ -310,9 +326,21 @@ pub async fn run(
     let mut last_renewal: Option<Instant> = None;
     let mut last_holder: Option<String> = None;
     let mut failing = false;
+    let mut grants = rights.subscribe();
     loop {
         if *shutdown.borrow() {
             break;
+        }
+        if !grants.borrow_and_update().elect_leader() {
+            if *leading.borrow() {
+                leading.send_replace(false);
+                release(&mut elector, &lease, settings.renew_period).await;
+            }
+            last_renewal = None;
+            tokio::select! {
+                _ = grants.changed() => continue,
+                _ = shutdown.wait_for(|stop| *stop) => break,
+            }
         }
         let is_leading = *leading.borrow();
         // While leading, no attempt may outlive the renew deadline.
@@ -348,6 +376,15 @@ pub async fn run(
                     last_holder = Some(holder);
                 }
             }
+            Err(error) if error.is_forbidden() => {
+                if is_leading {
+                    leading.send_replace(false);
+                }
+                for feature in LEADER_FEATURES {
+                    rights.refused(feature, &format!("get, create or update lease {lease}"));
+                }
+                failing = true;
+            }
             Err(error) => {
                 let past_deadline = deadline.is_some_and(|d| Instant::now() >= d);
                 if is_leading && past_deadline {
@@ -375,18 +412,24 @@ pub async fn run(
         }
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
+            _ = grants.changed() => {}
             _ = shutdown.wait_for(|stop| *stop) => break,
         }
     }
     if *leading.borrow() {
         leading.send_replace(false);
-        match tokio::time::timeout(settings.renew_period, elector.release()).await {
-            Ok(Ok(())) => info!(%lease, "released the lease"),
-            Ok(Err(error)) => {
-                warn!(%lease, error = %crate::telemetry::ErrorChain(&error), "could not release the lease; it expires on its own")
-            }
-            Err(_) => warn!(%lease, "could not release the lease in time; it expires on its own"),
+        release(&mut elector, &lease, settings.renew_period).await;
+    }
+}
+
+/// Gives the lease up, within `within`; a lease that cannot be released expires on its own.
+async fn release(elector: &mut Elector, lease: &str, within: Duration) {
+    match tokio::time::timeout(within, elector.release()).await {
+        Ok(Ok(())) => info!(%lease, "released the lease"),
+        Ok(Err(error)) => {
+            warn!(%lease, error = %crate::telemetry::ErrorChain(&error), "could not release the lease; it expires on its own")
         }
+        Err(_) => warn!(%lease, "could not release the lease in time; it expires on its own"),
     }
 }
 

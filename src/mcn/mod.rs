@@ -54,9 +54,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::metrics::Metrics;
+#[cfg(doc)]
+use crate::rights::Feature;
 use crate::server::notices::EventNotices;
 use crate::server::served::ServedLog;
 use crate::snapshot::Snapshot;
+use crate::source::cluster::rights::Rights;
 
 pub use controller::ReconcileSettings;
 pub use exchange::ExchangeSettings;
@@ -199,6 +202,9 @@ pub struct PublisherInputs {
     pub served: ServedLog,
     pub metrics: Arc<Metrics>,
     pub events: EventNotices,
+    /// Which features run ([`Feature::McnPublisher`], [`Feature::SharedRecords`], and the
+    /// leader election they and the Events need).
+    pub rights: Rights,
 }
 
 impl PublisherInputs {
@@ -216,6 +222,7 @@ impl PublisherInputs {
             served,
             metrics,
             events,
+            rights: source.rights.clone(),
         }
     }
 }
@@ -253,10 +260,16 @@ pub fn start(
         served,
         metrics,
         events,
+        rights,
     } = inputs;
     let (leading_tx, leading) = watch::channel(false);
     let elector = lease::Elector::new(client.clone(), settings.lease);
-    let election = tokio::spawn(lease::run(elector, leading_tx, shutdown.clone()));
+    let election = tokio::spawn(lease::run(
+        elector,
+        leading_tx,
+        rights.clone(),
+        shutdown.clone(),
+    ));
     let (replica, ttl) = (settings.records.replica.clone(), settings.records.ttl);
     let (shared, mut tasks) = exchange::start(
         client.clone(),
@@ -266,6 +279,7 @@ pub fn start(
             snapshots: snapshots.clone(),
             leading: leading.clone(),
             api_successes,
+            rights: rights.clone(),
         },
         metrics.clone(),
         shutdown.clone(),
@@ -277,7 +291,7 @@ pub fn start(
         shared,
     };
     let reconciler =
-        controller::Reconciler::new(client, records, metrics, events, settings.reconcile);
+        controller::Reconciler::new(client, records, metrics, events, rights, settings.reconcile);
     let reconcile = tokio::spawn(controller::run(
         reconciler,
         snapshots,

@@ -62,6 +62,14 @@
 //! pool's config, not nodes that booted this image. A pool with no node yet never validates,
 //! so its first nodes boot the base image.
 //!
+//! # Without Node rights: the original's gate
+//! Where the server's identity may not read Nodes and MachineConfigNodes (the MCO's own
+//! ClusterRole grants neither), step 5 cannot be checked; [`LayeredInputs::gate`] is then
+//! [`LayeredGate::PoolUpdatedMachineCount`] and step 5 is the original's: the pool's
+//! `status.updatedMachineCount > 0` (`pool_updated`, else `pool_not_updated`), serving the
+//! MachineOSConfig's `status.currentImagePullSpec` as the original does. Steps 1-4 and 6 are
+//! unchanged, so the answer is the original's wherever the two agree on the build.
+//!
 //! # Pre-built image (install-time image mode)
 //! A rendered MachineConfig annotated `machineconfiguration.openshift.io/pre-built-image` names
 //! the image its nodes were installed with; for the node annotations it wins over any decision,
@@ -88,7 +96,7 @@ use crate::api::{MachineConfig, MachineConfigPool};
 pub use registry::{in_cluster_registry_host, registry_hosts, REGISTRY_NAMESPACE};
 
 use crate::api::pool_membership::{primary_pool, PoolSelector};
-use crate::snapshot::LayeredInputs;
+use crate::snapshot::{LayeredGate, LayeredInputs};
 
 /// Why a pool's node gets the layered image or the base image. Each variant is one step of the
 /// rule in the module docs.
@@ -111,15 +119,22 @@ pub enum DecisionReason {
     BuildInterrupted,
     /// A build succeeded but no node of the pool runs its image and is done updating.
     NotValidated,
+    /// The original's gate (this server may not read Nodes): a build succeeded, but the pool's
+    /// `status.updatedMachineCount` is 0.
+    PoolNotUpdated,
     /// The validated image is in the in-cluster registry, unreachable for a booting node.
     InClusterRegistry,
     /// A validated image outside the cluster registry: it is served.
     Validated,
+    /// The original's gate (this server may not read Nodes): a build succeeded and the pool's
+    /// `status.updatedMachineCount` is above 0; the MachineOSConfig's image is served, as the
+    /// original serves it.
+    PoolUpdated,
 }
 
 impl DecisionReason {
     /// Every reason, in rule order (for metric pre-registration and tests).
-    pub const ALL: [DecisionReason; 10] = [
+    pub const ALL: [DecisionReason; 12] = [
         DecisionReason::NotLayered,
         DecisionReason::NoImageYet,
         DecisionReason::NoBuildForConfig,
@@ -128,8 +143,10 @@ impl DecisionReason {
         DecisionReason::BuildFailed,
         DecisionReason::BuildInterrupted,
         DecisionReason::NotValidated,
+        DecisionReason::PoolNotUpdated,
         DecisionReason::InClusterRegistry,
         DecisionReason::Validated,
+        DecisionReason::PoolUpdated,
     ];
 
     /// Stable snake_case label (metric `reason` label, logs, status page).
@@ -143,16 +160,30 @@ impl DecisionReason {
             Self::BuildFailed => "build_failed",
             Self::BuildInterrupted => "build_interrupted",
             Self::NotValidated => "not_validated",
+            Self::PoolNotUpdated => "pool_not_updated",
             Self::InClusterRegistry => "in_cluster_registry",
             Self::Validated => "validated",
+            Self::PoolUpdated => "pool_updated",
         }
+    }
+
+    /// True when the layered image is served.
+    pub fn is_served(self) -> bool {
+        matches!(self, Self::Validated | Self::PoolUpdated)
+    }
+
+    /// True when a succeeded build is held back for want of proof on a node (or, under the
+    /// original's gate, of an updated machine).
+    pub fn is_held_for_validation(self) -> bool {
+        matches!(self, Self::NotValidated | Self::PoolNotUpdated)
     }
 
     /// `"layered"` when the image is served, `"base"` otherwise (metric `decision` label).
     pub fn decision(self) -> &'static str {
-        match self {
-            Self::Validated => "layered",
-            _ => "base",
+        if self.is_served() {
+            "layered"
+        } else {
+            "base"
         }
     }
 }
@@ -167,7 +198,7 @@ impl std::fmt::Display for DecisionReason {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LayeredDecision {
     /// The image to serve (node annotations and encapsulated `osImageURL`); `Some` exactly when
-    /// `reason` is [`DecisionReason::Validated`].
+    /// the reason [`DecisionReason::is_served`].
     pub image: Option<String>,
     pub reason: DecisionReason,
     /// The MachineOSConfig of the pool, once one was found.
@@ -257,6 +288,15 @@ pub fn decide(
         };
     };
 
+    if inputs.gate == LayeredGate::PoolUpdatedMachineCount {
+        return decide_by_updated_machine_count(pool, mosc, newest_succeeded, newest_image, inputs)
+            .unwrap_or_else(|reason| LayeredDecision {
+                machine_os_build: newest_succeeded.metadata.name.clone(),
+                build_image: Some(newest_image.to_string()),
+                ..with_mosc(reason)
+            });
+    }
+
     let members = pool_members(pool, pool_name, inputs);
     let machine_config_nodes: BTreeMap<&str, &MachineConfigNode> = inputs
         .machine_config_nodes
@@ -289,8 +329,47 @@ pub fn decide(
     }
 }
 
+/// Step 5 under the original's gate (`resolveDesiredImageForPool` at 7ff337a4f), for a server
+/// whose identity may not read Nodes: the pool's `status.updatedMachineCount > 0` stands for "a
+/// node has validated this build", and the image served is the MachineOSConfig's
+/// `status.currentImagePullSpec`, as the original serves it. Step 6 (the in-cluster registry)
+/// applies unchanged. `Err` holds the reason the base image is served.
+fn decide_by_updated_machine_count(
+    pool: &MachineConfigPool,
+    mosc: &MachineOSConfig,
+    build: &MachineOSBuild,
+    build_image: &str,
+    inputs: &LayeredInputs,
+) -> Result<LayeredDecision, DecisionReason> {
+    let updated = pool
+        .status
+        .as_ref()
+        .is_some_and(|status| status.updated_machine_count > 0);
+    if !updated {
+        return Err(DecisionReason::PoolNotUpdated);
+    }
+    let image = mosc
+        .status
+        .as_ref()
+        .and_then(|s| s.current_image_pull_spec.as_deref())
+        .unwrap_or_default();
+    let decision = |reason, served: Option<&str>| LayeredDecision {
+        image: served.map(str::to_string),
+        reason,
+        machine_os_config: mosc.metadata.name.clone(),
+        machine_os_build: build.metadata.name.clone(),
+        build_image: Some(build_image.to_string()),
+        validated_by: None,
+    };
+    if in_cluster_registry_host(image, &inputs.registry_hosts).is_some() {
+        return Ok(decision(DecisionReason::InClusterRegistry, None));
+    }
+    Ok(decision(DecisionReason::PoolUpdated, Some(image)))
+}
+
 /// Since when a pool has been held on its base image for want of validation: for a
-/// [`DecisionReason::NotValidated`] decision about `rendered_config`, the earliest time one of
+/// [`DecisionReason::NotValidated`] (or, under the original's gate,
+/// [`DecisionReason::PoolNotUpdated`]) decision about `rendered_config`, the earliest time one of
 /// that config's builds succeeded (its `Succeeded` condition's `lastTransitionTime`, else its
 /// creation time), Unix seconds; `None` for any other decision. Read from the cluster's objects,
 /// so every replica reports the same time and a restart does not reset it.
@@ -299,7 +378,7 @@ pub fn not_validated_since(
     rendered_config: &str,
     inputs: &LayeredInputs,
 ) -> Option<i64> {
-    if decision.reason != DecisionReason::NotValidated {
+    if !decision.reason.is_held_for_validation() {
         return None;
     }
     let mosc = decision.machine_os_config.as_deref()?;

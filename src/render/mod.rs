@@ -15,7 +15,7 @@ use ignition_config::v3_5 as ign;
 
 use crate::api::{annotations, MachineConfig};
 use crate::ignition::{self, dataurl, Config, ParseError, SpecVersion, TranslateError};
-use crate::snapshot::{LoadError, Mode, Snapshot};
+use crate::snapshot::{Input, LayeredGate, LoadError, Mode, Snapshot};
 
 /// A rendered payload, ready to serve.
 #[derive(Clone, Debug)]
@@ -68,9 +68,18 @@ pub enum RenderError {
         #[source]
         source: TranslateError,
     },
-    /// Cluster mode: the caches have not synced yet (503).
-    #[error("caches have not synced yet")]
-    NotReady,
+    /// Cluster mode: caches this pool's answer reads have not synced yet (503).
+    #[error("waiting for the {} cache{} to sync", kinds(.0), if .0.len() == 1 { "" } else { "s" })]
+    NotReady(Vec<Input>),
+}
+
+/// `MachineOSBuild, Node` for a list of inputs.
+fn kinds(inputs: &[Input]) -> String {
+    inputs
+        .iter()
+        .map(|input| input.kind())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl RenderError {
@@ -85,7 +94,7 @@ impl RenderError {
             Self::Parse { .. } => "parse",
             Self::KernelArguments(_) => "kernel_arguments",
             Self::Translate { .. } => "translate",
-            Self::NotReady => "not_ready",
+            Self::NotReady(_) => "not_ready",
         }
     }
 }
@@ -111,12 +120,45 @@ const APPENDED_FILE_MODE: i64 = 0o644;
 /// Pools the bootstrap server agrees to serve; any other pool is refused (500), as the original.
 pub const BOOTSTRAP_POOLS: [&str; 2] = ["master", "arbiter"];
 
+/// Cluster mode: the inputs `pool`'s answer reads whose caches have not synced yet (empty:
+/// the pool can be served). Every pool reads [`Input::EVERY_POOL`]; a layered pool (one a
+/// MachineOSConfig names) also its builds and the registry's host names, and, under the
+/// Node-validated gate, the Nodes and MachineConfigNodes. Nothing else holds a pool back.
+/// Bootstrap mode reads everything before its first snapshot: always empty.
+pub fn waiting_for(snapshot: &Snapshot, pool: &str) -> Vec<Input> {
+    if snapshot.mode == Mode::Bootstrap {
+        return Vec::new();
+    }
+    let mut needed: Vec<Input> = Input::EVERY_POOL.to_vec();
+    let layered = snapshot
+        .layered
+        .machine_os_configs
+        .iter()
+        .any(|mosc| mosc.spec.machine_config_pool.name == pool);
+    if layered && snapshot.synced.contains(&Input::MachineOSConfigs) {
+        needed.extend([
+            Input::MachineOSBuilds,
+            Input::RegistryServices,
+            Input::RegistryRoutes,
+        ]);
+        if snapshot.layered.gate == LayeredGate::NodeValidated {
+            needed.extend([Input::Nodes, Input::MachineConfigNodes]);
+        }
+    }
+    needed.retain(|input| !snapshot.synced.contains(input));
+    needed
+}
+
 /// Render the Ignition config for `pool` at spec `version` from `snapshot`.
 pub fn render(
     snapshot: &Snapshot,
     pool: &str,
     version: SpecVersion,
 ) -> Result<Rendered, RenderError> {
+    let waiting = waiting_for(snapshot, pool);
+    if !waiting.is_empty() {
+        return Err(RenderError::NotReady(waiting));
+    }
     let machine_config = select_machine_config(snapshot, pool)?;
     let name = machine_config.metadata.name.clone().unwrap_or_default();
     let decision = layered_decision(snapshot, pool, &machine_config);
@@ -399,4 +441,72 @@ fn to_json_indented(machine_config: &MachineConfig, name: &str) -> Result<Vec<u8
         .serialize(&mut serializer)
         .map_err(|e| RenderError::InvalidInput(format!("machine config {name:?}: {e}")))?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod readiness_tests {
+    use super::*;
+    use crate::api::imagebuild::MachineOSConfig;
+    use crate::snapshot::LayeredGate;
+
+    fn cluster(synced: &[Input], gate: LayeredGate) -> Snapshot {
+        let mut snapshot = Snapshot::empty(Mode::Cluster);
+        snapshot.generation = 1;
+        snapshot.synced = synced.iter().copied().collect();
+        snapshot.layered.gate = gate;
+        let mosc: MachineOSConfig = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "layered"},
+            "spec": {"machineConfigPool": {"name": "layered"}}
+        }))
+        .expect("MachineOSConfig");
+        snapshot.layered.machine_os_configs = vec![Arc::new(mosc)];
+        snapshot
+    }
+
+    fn kinds(inputs: Vec<Input>) -> Vec<&'static str> {
+        inputs.into_iter().map(Input::kind).collect()
+    }
+
+    #[test]
+    fn a_pool_waits_only_for_what_its_answer_reads() {
+        let every_pool = Input::EVERY_POOL;
+        let snapshot = cluster(&every_pool, LayeredGate::NodeValidated);
+        // Nodes, MCNs, builds and the registry never hold back a pool that is not layered.
+        assert_eq!(waiting_for(&snapshot, "worker"), []);
+        assert_eq!(
+            kinds(waiting_for(&snapshot, "layered")),
+            [
+                "MachineOSBuild",
+                "Service",
+                "Route",
+                "Node",
+                "MachineConfigNode"
+            ]
+        );
+        // Under the original's gate a layered pool reads no Node.
+        let original = cluster(&every_pool, LayeredGate::PoolUpdatedMachineCount);
+        assert_eq!(
+            kinds(waiting_for(&original, "layered")),
+            ["MachineOSBuild", "Service", "Route"]
+        );
+        let all = cluster(&Input::ALL, LayeredGate::NodeValidated);
+        assert_eq!(waiting_for(&all, "layered"), []);
+        // Before the MachineOSConfigs have synced, nobody knows which pools are layered.
+        let early = cluster(&every_pool[..4], LayeredGate::NodeValidated);
+        assert_eq!(kinds(waiting_for(&early, "worker")), ["MachineOSConfig"]);
+        assert_eq!(kinds(waiting_for(&early, "layered")), ["MachineOSConfig"]);
+        // Bootstrap mode reads everything first.
+        assert_eq!(waiting_for(&Snapshot::empty(Mode::Bootstrap), "master"), []);
+    }
+
+    #[test]
+    fn a_pool_that_waits_answers_not_ready_naming_what_it_waits_for() {
+        let snapshot = cluster(&Input::EVERY_POOL, LayeredGate::NodeValidated);
+        let error = render(&snapshot, "layered", SpecVersion::V3_5).unwrap_err();
+        assert_eq!(error.kind(), "not_ready");
+        assert_eq!(
+            error.to_string(),
+            "waiting for the MachineOSBuild, Service, Route, Node, MachineConfigNode caches to sync"
+        );
+    }
 }

@@ -7,8 +7,9 @@
 //! `HEAD` works wherever `GET` does; other methods get 405, other paths 404.
 //!
 //! Owns: these routes and their response shapes. Must not touch: config rendering, the
-//! Kubernetes API, files. Everything it shows comes from [`Metrics`], the readiness flag and the
-//! [`PoolStatusBoard`]; none of those hold secrets (no kubeconfig, token, key or payload bytes).
+//! Kubernetes API, files. Everything it shows comes from [`Metrics`], the readiness flag, the
+//! [`PoolStatusBoard`], and in cluster mode the snapshot's synced inputs and the features'
+//! rights; none of those hold secrets (no kubeconfig, token, key or payload bytes).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,6 +24,9 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::metrics::{FailureStatus, Metrics, PoolStatus, PoolStatusBoard};
+use crate::render::waiting_for;
+use crate::rights::{FeatureState, Grants};
+use crate::snapshot::{Mode, Snapshot};
 
 /// The admin listener's default bind address (`--metrics-bind-address`; empty disables it).
 pub const DEFAULT_BIND_ADDRESS: &str = "127.0.0.1:22625";
@@ -36,6 +40,11 @@ pub struct AdminState {
     pub ready: watch::Receiver<bool>,
     /// The per-pool status `/status` shows.
     pub pools: PoolStatusBoard,
+    /// Cluster mode: the snapshot served from (which pools can be served, and what each still
+    /// waits for).
+    pub snapshots: Option<watch::Receiver<Arc<Snapshot>>>,
+    /// Cluster mode: the rights of the features beyond the original.
+    pub features: Option<watch::Receiver<Arc<Grants>>>,
 }
 
 /// The body of `/status`.
@@ -49,6 +58,45 @@ pub struct StatusPage {
     /// (absent while there are none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub firstboot_failures: Vec<FailureStatus>,
+    /// Cluster mode: every pool of the cluster, whether it can be served now and the caches it
+    /// still waits for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<BTreeMap<String, PoolReadiness>>,
+    /// Cluster mode: each feature beyond the original, on or off and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub features: Option<BTreeMap<&'static str, FeatureState>>,
+}
+
+/// Whether a pool can be served, and what it waits for.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct PoolReadiness {
+    pub ready: bool,
+    /// Kinds whose caches have not synced (`MachineOSBuild`, `Node`, ...).
+    pub waiting_for: Vec<&'static str>,
+}
+
+/// Every pool of a cluster-mode snapshot with its readiness (`None` in bootstrap mode).
+pub fn pool_readiness(snapshot: &Snapshot) -> Option<BTreeMap<String, PoolReadiness>> {
+    if snapshot.mode != Mode::Cluster {
+        return None;
+    }
+    Some(
+        snapshot
+            .pools
+            .keys()
+            .map(|pool| {
+                let waiting: Vec<&'static str> = waiting_for(snapshot, pool)
+                    .into_iter()
+                    .map(|input| input.kind())
+                    .collect();
+                let readiness = PoolReadiness {
+                    ready: waiting.is_empty() && snapshot.generation > 0,
+                    waiting_for: waiting,
+                };
+                (pool.clone(), readiness)
+            })
+            .collect(),
+    )
 }
 
 /// The admin router, served by [`crate::server::listener::serve`]; tests drive it without sockets.
@@ -93,6 +141,18 @@ async fn status(State(state): State<AdminState>) -> Response<Body> {
         ready: *state.ready.borrow(),
         pools: state.pools.snapshot(),
         firstboot_failures: state.pools.failures(),
+        readiness: state
+            .snapshots
+            .as_ref()
+            .and_then(|snapshots| pool_readiness(&snapshots.borrow())),
+        features: state.features.as_ref().map(|grants| {
+            grants
+                .borrow()
+                .states()
+                .into_iter()
+                .map(|(feature, state)| (feature.as_str(), state))
+                .collect()
+        }),
     };
     match serde_json::to_string_pretty(&page) {
         Ok(body) => text_response(StatusCode::OK, APPLICATION_JSON, body),

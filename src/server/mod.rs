@@ -270,7 +270,7 @@ async fn answer_config(
         }
     };
     if !*state.ready.borrow() {
-        tracing::info!(%pool, "not ready: caches have not synced yet");
+        tracing::info!(%pool, "not ready: the caches every pool reads have not synced yet");
         return empty(StatusCode::SERVICE_UNAVAILABLE);
     }
     let snapshot = state.snapshots.borrow().clone();
@@ -342,6 +342,9 @@ async fn answer_config(
             // not on every retry of every booting machine.
             if lookup.outcome == CacheOutcome::Hit {
                 tracing::debug!(%pool, spec_version = %version, status = status.as_u16(), error = %ErrorChain(&*e), "cached failure served");
+            } else if let RenderError::NotReady(_) = &*e {
+                // Not a fault: this pool's own caches are still syncing (other pools serve).
+                tracing::info!(%pool, spec_version = %version, status = status.as_u16(), reason = %e, "pool not ready yet");
             } else if status.is_server_error() {
                 tracing::error!(%pool, spec_version = %version, status = status.as_u16(), error = %ErrorChain(&*e), "could not serve config");
             } else {
@@ -380,7 +383,7 @@ fn report_render(
 pub fn status_for(error: &RenderError) -> StatusCode {
     match error {
         RenderError::NotFound(_) => StatusCode::NOT_FOUND,
-        RenderError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
+        RenderError::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
         RenderError::PoolNotServed(_)
         | RenderError::UnknownPool(_)
         | RenderError::MissingMachineConfig { .. }

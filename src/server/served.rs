@@ -308,14 +308,6 @@ impl ServedLog {
         &self.commit
     }
 
-    /// Every remembered (address, record), the one remembered last first, and how many
-    /// records were numbered so far: a write of these entries makes every number below that
-    /// durable (one lock, so no record falls between the two).
-    pub fn entries_and_count(&self) -> (Vec<(IpAddr, ServedRecord)>, u64) {
-        let inner = self.lock();
-        (Self::entries_of(&inner), inner.next_sequence)
-    }
-
     /// The clock records are stamped with: the API server's, as the cluster client measures
     /// it (cluster mode feeds it; see [`crate::clock`]).
     pub fn clock(&self) -> &ClusterClock {

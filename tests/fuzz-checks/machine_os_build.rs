@@ -5,10 +5,14 @@
 //! decoded MachineOSConfig replaces the cluster's. Then `render::layered::decide` runs.
 //!
 //! Properties: the decision is deterministic and does not depend on the order of the builds
-//! (names are unique, as in a cluster); an image is served exactly when the reason is
-//! `validated`, and then it is the digested image of a succeeded build of the pool's
-//! MachineOSConfig and rendered config, run and done by the node named as validating it;
-//! `not_validated_since` gives a time only for `not_validated` decisions.
+//! (names are unique, as in a cluster); under the Node-validated gate an image is served
+//! exactly when the reason is `validated`, and then it is the digested image of a succeeded
+//! build of the pool's MachineOSConfig and rendered config, run and done by the node named as
+//! validating it; under the original's gate (no Node rights) an image is served exactly when
+//! the reason is `pool_updated`, only for a pool with `updatedMachineCount > 0` and a succeeded
+//! build of the rendered config, and it is the MachineOSConfig's `currentImagePullSpec`;
+//! `not_validated_since` gives a time only for `not_validated` and `pool_not_updated`
+//! decisions.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -19,7 +23,7 @@ use machine_config_server::api::MachineConfigPool;
 use machine_config_server::render::layered::{
     decide, not_validated_since, DecisionReason, LayeredDecision,
 };
-use machine_config_server::snapshot::LayeredInputs;
+use machine_config_server::snapshot::{LayeredGate, LayeredInputs};
 use serde_json::json;
 
 use super::cluster_objects;
@@ -41,9 +45,23 @@ pub fn check(data: &[u8]) {
 }
 
 fn check_decision(inputs: &LayeredInputs) {
-    let pool = pool();
-    let decision = decide(&pool, RENDERED, inputs);
-    assert_eq!(decision, decide(&pool, RENDERED, inputs), "deterministic");
+    for updated in [0, 1] {
+        for gate in [
+            LayeredGate::NodeValidated,
+            LayeredGate::PoolUpdatedMachineCount,
+        ] {
+            let inputs = LayeredInputs {
+                gate,
+                ..inputs.clone()
+            };
+            check_gated_decision(&pool(updated), &inputs);
+        }
+    }
+}
+
+fn check_gated_decision(pool: &MachineConfigPool, inputs: &LayeredInputs) {
+    let decision = decide(pool, RENDERED, inputs);
+    assert_eq!(decision, decide(pool, RENDERED, inputs), "deterministic");
     let names: BTreeSet<Option<&str>> = inputs
         .machine_os_builds
         .iter()
@@ -53,24 +71,67 @@ fn check_decision(inputs: &LayeredInputs) {
         let mut reversed = inputs.clone();
         reversed.machine_os_builds.reverse();
         assert_eq!(
-            decide(&pool, RENDERED, &reversed),
+            decide(pool, RENDERED, &reversed),
             decision,
             "the order of the builds does not matter"
         );
     }
+    let served_reason = match inputs.gate {
+        LayeredGate::NodeValidated => DecisionReason::Validated,
+        LayeredGate::PoolUpdatedMachineCount => DecisionReason::PoolUpdated,
+    };
     assert_eq!(
         decision.image.is_some(),
-        decision.reason == DecisionReason::Validated,
-        "an image is served exactly when validated: {decision:?}"
+        decision.reason == served_reason,
+        "an image is served exactly when {served_reason}: {decision:?}"
     );
     if let Some(image) = &decision.image {
-        check_served_image(&decision, image, inputs);
+        match inputs.gate {
+            LayeredGate::NodeValidated => check_served_image(&decision, image, inputs),
+            LayeredGate::PoolUpdatedMachineCount => {
+                check_served_by_pool(pool, &decision, image, inputs)
+            }
+        }
     }
     let since = not_validated_since(&decision, RENDERED, inputs);
     assert_eq!(since, not_validated_since(&decision, RENDERED, inputs));
-    if decision.reason != DecisionReason::NotValidated {
-        assert_eq!(since, None, "a time only for not_validated");
+    if !decision.reason.is_held_for_validation() {
+        assert_eq!(since, None, "a time only for a build held for validation");
     }
+}
+
+/// The original's gate: the pool has an updated machine, a build of the rendered config
+/// succeeded, and the MachineOSConfig's image is served.
+fn check_served_by_pool(
+    pool: &MachineConfigPool,
+    decision: &LayeredDecision,
+    image: &str,
+    inputs: &LayeredInputs,
+) {
+    assert!(pool
+        .status
+        .as_ref()
+        .is_some_and(|s| s.updated_machine_count > 0));
+    let mosc = inputs
+        .machine_os_configs
+        .iter()
+        .find(|m| m.metadata.name.as_deref() == decision.machine_os_config.as_deref())
+        .expect("the MachineOSConfig exists");
+    assert_eq!(
+        mosc.status
+            .as_ref()
+            .and_then(|s| s.current_image_pull_spec.as_deref()),
+        Some(image)
+    );
+    assert!(inputs.machine_os_builds.iter().any(|b| {
+        b.spec.machine_config.name == RENDERED
+            && b.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Succeeded" && c.status == "True")
+            })
+    }));
+    assert_eq!(decision.validated_by, None, "no node proved it");
 }
 
 fn check_served_image(decision: &LayeredDecision, image: &str, inputs: &LayeredInputs) {
@@ -115,13 +176,13 @@ fn check_served_image(decision: &LayeredDecision, image: &str, inputs: &LayeredI
     );
 }
 
-fn pool() -> MachineConfigPool {
+fn pool(updated_machine_count: i64) -> MachineConfigPool {
     serde_json::from_value(json!({
         "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
         "metadata": {"name": "worker"},
         "spec": {"configuration": {"name": RENDERED},
                  "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/worker": ""}}},
-        "status": {"configuration": {"name": RENDERED}}
+        "status": {"configuration": {"name": RENDERED}, "updatedMachineCount": updated_machine_count}
     }))
     .expect("the built-in pool decodes")
 }
@@ -162,6 +223,7 @@ fn inputs() -> LayeredInputs {
         nodes: vec![node("w1", "Done"), node("w2", "Working")],
         machine_config_nodes: Vec::new(),
         registry_hosts: vec!["image-registry.openshift-image-registry.svc:5000".to_string()],
-        pools: vec![Arc::new(pool())],
+        pools: vec![Arc::new(pool(0))],
+        gate: LayeredGate::NodeValidated,
     }
 }

@@ -68,7 +68,7 @@ impl ApiServer {
         {
             Some(dir) => dir,
             None => panic!(
-                "the real API server tier loads the real CRDs: set {} (see README, Testing)",
+                "the real API server tier loads the real CRDs: set {} (see docs/testing.md, upstream tier)",
                 crate::upstream::VAR
             ),
         };

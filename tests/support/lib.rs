@@ -15,12 +15,15 @@
 //!   (`MCS_UPSTREAM_ASSETS`).
 //! - [`ignition_samples`], [`validators`]: Ignition configs exercising every translated field,
 //!   and the real Ignition validators (Debian's `ignition`, the upstream JSON schemas).
+//! - [`elf`]: how an ELF executable links (`DT_NEEDED`, PIE), read as OpenShift's payload
+//!   scanner reads it.
 //! - [`openssl_fips`]: the environment of a server that loads OpenSSL's FIPS provider.
 //! - [`tier`]: the `#[tier(...)]` attribute of tests that need more than this repository.
 
 pub mod api_server;
 pub mod balancer;
 pub mod cluster;
+pub mod elf;
 pub mod fake_apiserver;
 pub mod fault_proxy;
 pub mod fixtures;
@@ -35,6 +38,22 @@ pub mod validators;
 /// `#[tier(NAME)]`: a test of a tier this machine cannot run is compiled as ignored, with the
 /// reason (see the `mcs-test-macros` crate for the tiers and how they are probed).
 pub use mcs_test_macros::tier;
+
+/// Where Debian's `libfaketime` package puts its preload library, per architecture. The
+/// `libfaketime` tier's probe (`tests/support/macros/build.rs`) looks in the same places.
+pub const LIBFAKETIME_PATHS: [&str; 3] = [
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/faketime/libfaketime.so.1",
+];
+
+/// libfaketime's preload library, when installed.
+pub fn libfaketime() -> Option<std::path::PathBuf> {
+    LIBFAKETIME_PATHS
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|path| path.is_file())
+}
 
 /// A complete `machine-config-controller` ControllerConfig, as the cluster tests load it into
 /// the fake API server.

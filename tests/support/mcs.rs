@@ -6,6 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -68,6 +69,46 @@ pub fn poll_every<T>(
             return None;
         }
         std::thread::sleep(interval);
+    }
+}
+
+/// A flag that a test's helper threads and tasks poll to know when to stop.
+///
+/// Set it through the guard [`StopFlag::set_on_drop`] returns, made at the top of the scope
+/// that owns the helpers: the flag is then set on every path out of that scope, a failed
+/// assertion's panic included. A `std::thread::scope` whose body panics still joins its
+/// threads, and waits forever for one that loops until a flag that nobody sets.
+#[derive(Clone, Debug, Default)]
+pub struct StopFlag(Arc<AtomicBool>);
+
+impl StopFlag {
+    pub fn new() -> StopFlag {
+        StopFlag::default()
+    }
+
+    /// True once the helpers should stop.
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Tells the helpers to stop.
+    pub fn set(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// A guard that sets the flag when it is dropped (also while unwinding from a panic).
+    #[must_use = "the flag is set when the guard is dropped"]
+    pub fn set_on_drop(&self) -> SetOnDrop {
+        SetOnDrop(self.clone())
+    }
+}
+
+/// See [`StopFlag::set_on_drop`].
+pub struct SetOnDrop(StopFlag);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.set();
     }
 }
 
@@ -143,6 +184,9 @@ impl Server {
             .arg(certs.join("tls.key"))
             .args(args)
             .env("RUST_LOG", "debug")
+            // As the MCO's DaemonSet runs it: a replica's identity only when a test gives one.
+            .env_remove("POD_NAME")
+            .env_remove("NODE_NAME")
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

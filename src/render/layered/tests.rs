@@ -880,12 +880,103 @@ fn decision_table() {
     );
 }
 
+/// The original's gate (the server may not read Nodes): `(pool's updatedMachineCount,
+/// inputs, reason, image served)`.
+fn original_gate_cases() -> Vec<(
+    &'static str,
+    i64,
+    LayeredInputs,
+    DecisionReason,
+    Option<&'static str>,
+)> {
+    use DecisionReason::*;
+    let original = |f: &dyn Fn(&mut LayeredInputs)| {
+        with(|i| {
+            i.gate = LayeredGate::PoolUpdatedMachineCount;
+            f(i);
+        })
+    };
+    vec![
+        (
+            "a machine of the pool updated: the MachineOSConfig's image, no node needed",
+            1,
+            original(&|i| {
+                // The build's digest differs: the original serves the MachineOSConfig's image.
+                i.machine_os_builds = succeeded(OLDER_IMAGE);
+            }),
+            PoolUpdated,
+            Some(IMAGE),
+        ),
+        (
+            "no machine of the pool updated: held, although a node runs the image",
+            0,
+            original(&|i| {
+                i.machine_os_builds = succeeded(IMAGE);
+                i.nodes = done_node(IMAGE);
+            }),
+            PoolNotUpdated,
+            None,
+        ),
+        (
+            "updated, but the image is in the in-cluster registry",
+            1,
+            original(&|i| {
+                i.machine_os_configs = vec![mosc(POOL, POOL, Some(INTERNAL_IMAGE))];
+                i.machine_os_builds = succeeded(INTERNAL_IMAGE);
+            }),
+            InClusterRegistry,
+            None,
+        ),
+        (
+            "updated, but no build of the rendered config succeeded",
+            1,
+            original(&|i| {
+                i.machine_os_builds = vec![mosb(
+                    "layered-worker-build-a",
+                    POOL,
+                    RENDERED,
+                    T1,
+                    Build::Building,
+                )];
+            }),
+            BuildBuilding,
+            None,
+        ),
+    ]
+}
+
+#[test]
+fn the_original_gate_serves_what_the_original_serves() {
+    for (name, updated, inputs, reason, image) in original_gate_cases() {
+        let decision = decide(&pool(POOL, updated), RENDERED, &inputs);
+        assert_eq!(decision.reason, reason, "{name}");
+        assert_eq!(decision.image.as_deref(), image, "{name}");
+        assert_eq!(
+            decision.validated_by, None,
+            "{name}: no node proves anything"
+        );
+        let since = not_validated_since(&decision, RENDERED, &inputs);
+        assert_eq!(
+            since.is_some(),
+            reason == DecisionReason::PoolNotUpdated,
+            "{name}"
+        );
+    }
+}
+
 #[test]
 fn every_reason_is_covered_by_the_table() {
-    let pool = pool(POOL, 1);
+    let pool_of = |updated| pool(POOL, updated);
     let seen: std::collections::BTreeSet<DecisionReason> = cases()
         .iter()
-        .map(|case| decide(&pool, RENDERED, &case.inputs).reason)
+        .map(|case| decide(&pool_of(1), RENDERED, &case.inputs).reason)
+        .chain(
+            original_gate_cases()
+                .into_iter()
+                .map(|(_, updated, inputs, _, _)| {
+                    decide(&pool_of(updated), RENDERED, &inputs).reason
+                }),
+        )
         .collect();
     for reason in DecisionReason::ALL {
         assert!(seen.contains(&reason), "no case yields {reason}");
@@ -972,8 +1063,10 @@ fn reason_labels_are_stable() {
             ("build_failed", "base"),
             ("build_interrupted", "base"),
             ("not_validated", "base"),
+            ("pool_not_updated", "base"),
             ("in_cluster_registry", "base"),
             ("validated", "layered"),
+            ("pool_updated", "layered"),
         ]
     );
     for reason in DecisionReason::ALL {

@@ -4,7 +4,7 @@
 //!
 //! Owns the mapping from cluster objects to snapshot fields; no I/O, no logging, no caches.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -18,7 +18,7 @@ use crate::api::{ControllerConfig, MachineConfig, MachineConfigPool};
 use crate::render::layered::{
     machine_config_node_render_digest, node_render_digest, registry_hosts,
 };
-use crate::snapshot::{LayeredInputs, LoadError, Mode, Snapshot};
+use crate::snapshot::{Input, LayeredGate, LayeredInputs, LoadError, Mode, Snapshot};
 
 /// Name of the one ControllerConfig the server reads.
 pub const CONTROLLER_CONFIG_NAME: &str = "machine-config-controller";
@@ -37,6 +37,10 @@ pub struct ClusterObjects {
     pub machine_config_nodes: Vec<Arc<Lenient<MachineConfigNode>>>,
     pub services: Vec<Arc<Lenient<Service>>>,
     pub routes: Vec<Arc<Lenient<Route>>>,
+    /// The inputs whose caches have synced (the lists of the others are empty).
+    pub synced: BTreeSet<Input>,
+    /// The layered gate this identity's rights allow.
+    pub gate: LayeredGate,
 }
 
 /// A 128-bit hash of the identity of every cached object (kind, namespace/name, version), in a
@@ -178,6 +182,9 @@ impl ClusterObjects {
     /// Every kind but Nodes and MachineConfigNodes, by resourceVersion: the part both
     /// fingerprints share (renders read all of these objects).
     fn add_other_versions(&self, out: &mut FingerprintHasher) {
+        // What has synced and the gate change what renders answer (503, the layered gate).
+        out.add(("synced", &self.synced));
+        out.add(("gate", self.gate));
         add_versions(out, "machineconfigpools", &self.pools);
         add_versions(out, "machineconfigs", &self.machine_configs);
         add_versions(out, "controllerconfigs", &self.controller_configs);
@@ -258,7 +265,9 @@ pub fn build_snapshot(
             machine_config_nodes: decoded(&objects.machine_config_nodes),
             registry_hosts: registry_hosts(&owned(&objects.services), &owned(&objects.routes)),
             pools: decoded(&objects.pools),
+            gate: objects.gate,
         },
+        synced: objects.synced.clone(),
     }
 }
 
@@ -404,8 +413,24 @@ mod tests {
             pools: vec![pool("worker", "rendered-worker-2", "rendered-worker-1", 0)],
             machine_configs: vec![mc("rendered-worker-1"), mc("rendered-worker-2")],
             controller_configs: vec![controller_config()],
+            synced: Input::ALL.into_iter().collect(),
             ..ClusterObjects::default()
         }
+    }
+
+    #[test]
+    fn what_has_synced_and_the_gate_are_render_inputs() {
+        let a = base();
+        let mut b = base();
+        b.synced.remove(&Input::Nodes);
+        assert_ne!(render(&a), render(&b));
+        assert_ne!(a.fingerprint(), b.fingerprint());
+        let mut c = base();
+        c.gate = LayeredGate::PoolUpdatedMachineCount;
+        assert_ne!(render(&a), render(&c));
+        let snapshot = build_snapshot(&c, Arc::from(&b""[..]), 1);
+        assert_eq!(snapshot.layered.gate, LayeredGate::PoolUpdatedMachineCount);
+        assert!(snapshot.synced.contains(&Input::Nodes));
     }
 
     #[test]

@@ -21,10 +21,12 @@ pub mod kubeconfig;
 pub mod lenient;
 pub mod log_once;
 pub mod observe;
+pub mod rights;
 pub mod slim_mcn;
 pub mod slim_node;
 pub mod watches;
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -41,9 +43,11 @@ use self::build::{build_snapshot, problems, Fingerprint, RenderDigests};
 use self::kubeconfig::{read_token_dir, KubeconfigInputs};
 pub use self::log_once::ReasonLog;
 pub use self::observe::{ApiReachability, ClusterObserver, NoopObserver};
-use self::watches::{Caches, SyncTracker, WatchContext};
+use self::rights::{Rights, RightsSettings};
+use self::watches::{Caches, SyncTracker, WatchContext, DEFAULT_LIST_INTERVAL};
 use crate::clock::ClusterClock;
-use crate::snapshot::{Mode, Snapshot};
+use crate::rights::{Feature, Grants, Names, Requirements};
+use crate::snapshot::{Input, LayeredGate, Mode, Snapshot};
 
 /// Default `--bootstrap-token-dir`: the node-bootstrapper token secret's mount point.
 pub const DEFAULT_BOOTSTRAP_TOKEN_DIR: &str = "/etc/mcs/bootstrap-token";
@@ -63,6 +67,12 @@ pub struct ClusterSettings {
     pub debounce: Duration,
     /// Fed with the `Date` header of every API answer (see [`crate::clock`]).
     pub clock: ClusterClock,
+    /// What the features beyond the original need, asked of the API server.
+    pub requirements: Requirements,
+    /// When the rights are asked about.
+    pub rights: RightsSettings,
+    /// How often a kind that may be listed but not watched is listed again.
+    pub list_interval: Duration,
 }
 
 impl ClusterSettings {
@@ -75,6 +85,9 @@ impl ClusterSettings {
             token_poll_interval: Duration::from_secs(1),
             debounce: Duration::from_millis(50),
             clock: ClusterClock::default(),
+            requirements: Requirements::new(&Names::openshift()),
+            rights: RightsSettings::default(),
+            list_interval: DEFAULT_LIST_INTERVAL,
         }
     }
 }
@@ -119,6 +132,8 @@ pub struct ClusterSource {
     pub client: Client,
     /// Whether the API answered the last request.
     pub reachability: ApiReachability,
+    /// What this identity may do: which features beyond the original run.
+    pub rights: Rights,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -145,19 +160,30 @@ pub async fn start(
     let client = build_client(config, reachability.clone(), settings.clock.clone())?;
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (rights, rights_task) = rights::start(
+        client.clone(),
+        settings.requirements.clone(),
+        settings.rights.clone(),
+        observer.clone(),
+        shutdown_rx.clone(),
+    );
     let ctx = WatchContext {
         changed: Arc::new(Notify::new()),
         sync: Arc::new(SyncTracker::default()),
         observer: observer.clone(),
         shutdown: shutdown_rx.clone(),
+        rights: rights.clone(),
+        list_interval: settings.list_interval,
     };
     let (caches, mut tasks) = watches::spawn_all(&client, &ctx);
+    tasks.push(rights_task);
 
     let (snapshots_tx, snapshots) = watch::channel(Arc::new(Snapshot::empty(Mode::Cluster)));
     let (ready_tx, ready) = watch::channel(false);
     let builder = Builder {
         caches,
         sync: ctx.sync.clone(),
+        rights: rights.clone(),
         settings,
         observer,
         problems: ReasonLog::default(),
@@ -182,6 +208,7 @@ pub async fn start(
         ready,
         client,
         reachability,
+        rights,
         tasks,
     })
 }
@@ -233,6 +260,7 @@ fn build_client(
 struct Builder {
     caches: Caches,
     sync: Arc<SyncTracker>,
+    rights: Rights,
     settings: ClusterSettings,
     observer: Arc<dyn ClusterObserver>,
     /// Build-time problems (and the kubeconfig's), each logged once per state.
@@ -253,6 +281,17 @@ struct Builder {
     dirty: bool,
 }
 
+/// The layered gate the grants allow. Until the rights are known a layered pool waits as if
+/// the Node-validated gate applied (its Nodes have not synced), so that no image is served by
+/// the weaker gate for want of an answer.
+fn layered_gate(grants: &Grants) -> LayeredGate {
+    if grants.is_known() && !grants.enabled(Feature::LayeredNodeGate) {
+        LayeredGate::PoolUpdatedMachineCount
+    } else {
+        LayeredGate::NodeValidated
+    }
+}
+
 /// Subject under which kubeconfig problems are logged once.
 const KUBECONFIG_SUBJECT: &str = "served kubeconfig";
 
@@ -265,6 +304,7 @@ impl Builder {
         let mut warned_unsynced = false;
         let mut poll = tokio::time::interval(self.settings.token_poll_interval);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut grants = self.rights.subscribe();
         loop {
             let caches_changed = tokio::select! {
                 _ = shutdown.changed() => break,
@@ -274,23 +314,32 @@ impl Builder {
                     tokio::time::sleep(self.settings.debounce).await;
                     true
                 }
+                // The layered gate follows the rights.
+                _ = grants.changed() => true,
                 _ = poll.tick() => false,
             };
             self.dirty |= caches_changed;
-            if !self.sync.all_synced() {
+            let synced = self.sync.synced_inputs();
+            let pending: Vec<&str> = Input::EVERY_POOL
+                .iter()
+                .filter(|input| !synced.contains(input))
+                .map(|input| input.kind())
+                .collect();
+            if !pending.is_empty() {
                 if !warned_unsynced && started.elapsed() >= SYNC_WARNING_AFTER {
                     warned_unsynced = true;
-                    warn!(pending = ?self.sync.pending(), "caches have not synced yet; /config answers 503 until they have");
+                    warn!(?pending, "caches every pool reads have not synced yet; /config answers 503 until they have");
                 }
                 continue;
             }
-            self.refresh().await;
+            self.refresh(synced).await;
         }
     }
 
     /// Re-reads the token directory and, when anything changed, publishes a new snapshot.
-    async fn refresh(&mut self) {
-        let objects = self.dirty.then(|| self.caches.objects());
+    async fn refresh(&mut self, synced: BTreeSet<Input>) {
+        let gate = layered_gate(&self.rights.current());
+        let objects = self.dirty.then(|| self.caches.objects(&synced, gate));
         let config_map_ca = match &objects {
             Some(objects) => objects.config_map_ca(),
             None => self.inputs.as_ref().and_then(|i| i.config_map_ca.clone()),
@@ -307,7 +356,7 @@ impl Builder {
         let Some(kubeconfig) = self.kubeconfig.clone() else {
             return;
         };
-        let objects = objects.unwrap_or_else(|| self.caches.objects());
+        let objects = objects.unwrap_or_else(|| self.caches.objects(&synced, gate));
         self.dirty = false;
 
         let fingerprint = objects.fingerprint();
@@ -337,7 +386,7 @@ impl Builder {
             self.ready.send_replace(true);
             info!(
                 generation = self.generation,
-                "every cache has synced; serving cluster state"
+                "the caches every pool reads have synced; serving cluster state"
             );
             self.observer.ready();
         }

@@ -32,6 +32,8 @@ pub trait ClusterObserver: Send + Sync + 'static {
     fn snapshot_published(&self, _generation: u64) {}
     /// Every cache synced and the first complete snapshot was published.
     fn ready(&self) {}
+    /// A feature beyond the original is on or off now (`feature`: its stable name).
+    fn feature_enabled(&self, _feature: &'static str, _enabled: bool) {}
 }
 
 /// An observer that records nothing.
@@ -56,6 +58,10 @@ impl ClusterObserver for Metrics {
 
     fn api_reachability_changed(&self, reachable: bool) {
         self.set_api_reachable(reachable);
+    }
+
+    fn feature_enabled(&self, feature: &'static str, enabled: bool) {
+        self.set_feature_enabled(feature, enabled);
     }
 }
 

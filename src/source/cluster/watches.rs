@@ -1,15 +1,24 @@
-//! One kube-runtime reflector per watched kind, and the bookkeeping around it: which caches
-//! have completed their initial list, what to log when a watch fails, and a wake-up for the
-//! snapshot builder on every change.
+//! One kube-runtime watcher per watched kind feeding a reflector store, and the bookkeeping
+//! around it: which caches have completed their initial list, what to log when a watch fails,
+//! and a wake-up for the snapshot builder on every change.
+//!
+//! What the original reads is always watched. What only the features beyond it read (Nodes and
+//! MachineConfigNodes) is watched only while [`Grants`] allow it: the watch waits for the grant,
+//! stops (its cache emptied, no longer synced) when the grant goes, and a 403 is reported to
+//! [`Rights`] instead of being retried. The registry's Services and Routes are watched where
+//! `watch` is granted, else listed again every [`DEFAULT_LIST_INTERVAL`] (the original's rights
+//! are `get` and `list`).
 //!
 //! Owns the watch tasks and their stores; it never builds snapshots and never serves.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
+use kube::api::ListParams;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
@@ -21,11 +30,17 @@ use tracing::{debug, info, warn};
 use super::build::{node_digest, ClusterObjects, CONTROLLER_CONFIG_NAME};
 use super::lenient::{Decode, Lenient};
 use super::observe::ClusterObserver;
+use super::rights::Rights;
 use super::slim_mcn;
 use crate::api::imagebuild::{MachineOSBuild, MachineOSConfig, Route};
 use crate::api::machineconfignode::MachineConfigNode;
 use crate::api::{ControllerConfig, MachineConfig, MachineConfigPool};
 use crate::render::layered::REGISTRY_NAMESPACE;
+use crate::rights::{Feature, Grants};
+use crate::snapshot::{Input, LayeredGate};
+
+/// How often a kind that may be listed but not watched is listed again.
+pub const DEFAULT_LIST_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Namespace of the machine-config components (the `kubeconfig-data` ConfigMap).
 pub const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
@@ -48,19 +63,40 @@ pub struct Caches {
 }
 
 impl Caches {
-    /// Copies the current contents of every cache (cheap: objects are shared `Arc`s).
-    pub fn objects(&self) -> ClusterObjects {
+    /// Copies the current contents of every cache (cheap: objects are shared `Arc`s); a cache
+    /// that has not synced counts as empty. `synced` and `gate` are recorded with them.
+    pub fn objects(&self, synced: &BTreeSet<Input>, gate: LayeredGate) -> ClusterObjects {
+        fn state<K: Resource + Clone>(
+            store: &Store<K>,
+            input: Input,
+            synced: &BTreeSet<Input>,
+        ) -> Vec<Arc<K>>
+        where
+            K::DynamicType: std::hash::Hash + Eq + Clone,
+        {
+            if synced.contains(&input) {
+                store.state()
+            } else {
+                Vec::new()
+            }
+        }
         let mut objects = ClusterObjects {
-            pools: self.pools.state(),
-            machine_configs: self.machine_configs.state(),
-            controller_configs: self.controller_configs.state(),
-            config_maps: self.config_maps.state(),
-            machine_os_configs: self.machine_os_configs.state(),
-            machine_os_builds: self.machine_os_builds.state(),
-            nodes: self.nodes.state(),
-            machine_config_nodes: self.machine_config_nodes.state(),
-            services: self.services.state(),
-            routes: self.routes.state(),
+            pools: state(&self.pools, Input::MachineConfigPools, synced),
+            machine_configs: state(&self.machine_configs, Input::MachineConfigs, synced),
+            controller_configs: state(&self.controller_configs, Input::ControllerConfig, synced),
+            config_maps: state(&self.config_maps, Input::KubeconfigData, synced),
+            machine_os_configs: state(&self.machine_os_configs, Input::MachineOSConfigs, synced),
+            machine_os_builds: state(&self.machine_os_builds, Input::MachineOSBuilds, synced),
+            nodes: state(&self.nodes, Input::Nodes, synced),
+            machine_config_nodes: state(
+                &self.machine_config_nodes,
+                Input::MachineConfigNodes,
+                synced,
+            ),
+            services: state(&self.services, Input::RegistryServices, synced),
+            routes: state(&self.routes, Input::RegistryRoutes, synced),
+            synced: synced.clone(),
+            gate,
         };
         objects.sort();
         objects
@@ -79,7 +115,7 @@ impl SyncTracker {
         self.lock().insert(kind, false);
     }
 
-    /// Marks `kind` synced; true the first time.
+    /// Marks `kind` synced; true the first time (since it was registered or stopped).
     fn mark_synced(&self, kind: &'static str) -> bool {
         let mut synced = self.lock();
         let first = !synced.get(kind).copied().unwrap_or(false);
@@ -87,9 +123,23 @@ impl SyncTracker {
         first
     }
 
+    /// Marks `kind` not synced: its watch stopped (the grant it needs went) or starts over.
+    fn mark_unsynced(&self, kind: &'static str) {
+        self.lock().insert(kind, false);
+    }
+
     /// True once every registered cache has synced.
     pub fn all_synced(&self) -> bool {
         self.lock().values().all(|synced| *synced)
+    }
+
+    /// The inputs whose caches have synced.
+    pub fn synced_inputs(&self) -> BTreeSet<Input> {
+        self.lock()
+            .iter()
+            .filter(|(_, synced)| **synced)
+            .filter_map(|(kind, _)| Input::of_kind(kind))
+            .collect()
     }
 
     /// Kinds still waiting for their initial list (for the "not ready yet" log line).
@@ -117,6 +167,10 @@ pub struct WatchContext {
     pub sync: Arc<SyncTracker>,
     pub observer: Arc<dyn ClusterObserver>,
     pub shutdown: watch::Receiver<bool>,
+    /// What this identity may do; gated kinds follow it.
+    pub rights: Rights,
+    /// How often a kind that may only be listed is listed again.
+    pub list_interval: Duration,
 }
 
 /// How one kind is watched.
@@ -125,6 +179,23 @@ struct Watched {
     kind: &'static str,
     /// Tolerate the API not being served (404 on list): count as synced and empty.
     optional: bool,
+    /// When the kind is followed at all, and how.
+    follow: Follow,
+}
+
+/// When and how a kind is followed.
+#[derive(Clone, Copy)]
+enum Follow {
+    /// Watched from start to shutdown (what the original reads).
+    Always,
+    /// Watched while `allowed` holds (a feature that reads it is on); a 403 turns `features`
+    /// off instead of being retried.
+    WhileGranted {
+        allowed: fn(&Grants) -> bool,
+        features: &'static [Feature],
+    },
+    /// Watched while `watch_allowed` holds, else listed every `WatchContext::list_interval`.
+    WatchOrList { watch_allowed: fn(&Grants) -> bool },
 }
 
 /// Starts a reflector for every kind the cluster source reads; returns the caches and the
@@ -160,16 +231,21 @@ pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle
         nodes: Watch::new(Api::all(client.clone()), all(), "Node")
             .digest(node_digest)
             .share_unchanged(Lenient::share_unchanged)
+            .follow(NODE_READERS)
             .spawn(ctx, &mut tasks),
         machine_config_nodes: Watch::new(Api::all(client.clone()), all(), "MachineConfigNode")
             .optional()
             .trim(slim_mcn::keep_what_is_read)
+            .follow(NODE_READERS)
             .spawn(ctx, &mut tasks),
         services: Watch::new(
             Api::namespaced(client.clone(), REGISTRY_NAMESPACE),
             all(),
             "Service",
         )
+        .follow(Follow::WatchOrList {
+            watch_allowed: Grants::watch_services,
+        })
         .spawn(ctx, &mut tasks),
         routes: Watch::new(
             Api::namespaced(client.clone(), REGISTRY_NAMESPACE),
@@ -177,10 +253,20 @@ pub fn spawn_all(client: &Client, ctx: &WatchContext) -> (Caches, Vec<JoinHandle
             "Route",
         )
         .optional()
+        .follow(Follow::WatchOrList {
+            watch_allowed: Grants::watch_routes,
+        })
         .spawn(ctx, &mut tasks),
     };
     (caches, tasks)
 }
+
+/// Nodes and MachineConfigNodes: read only by the Node-validated layered gate and the
+/// MachineConfigNode publisher.
+const NODE_READERS: Follow = Follow::WhileGranted {
+    allowed: Grants::watch_nodes,
+    features: &[Feature::LayeredNodeGate, Feature::McnPublisher],
+};
 
 /// Gives an update the cached object's copy when what is kept of it did not change.
 type ShareUnchanged<K> = fn(&mut Lenient<K>, &Lenient<K>);
@@ -213,6 +299,7 @@ where
             watched: Watched {
                 kind,
                 optional: false,
+                follow: Follow::Always,
             },
             trim: |_| {},
             digest: None,
@@ -222,6 +309,11 @@ where
 
     fn optional(mut self) -> Self {
         self.watched.optional = true;
+        self
+    }
+
+    fn follow(mut self, follow: Follow) -> Self {
+        self.watched.follow = follow;
         self
     }
 
@@ -240,37 +332,279 @@ where
         self
     }
 
-    /// Starts the reflector; its task joins `tasks`.
+    /// Starts following the kind; its task joins `tasks`.
     fn spawn(self, ctx: &WatchContext, tasks: &mut Vec<JoinHandle<()>>) -> Store<Lenient<K>> {
-        let Watch {
-            api,
-            config,
-            watched,
-            trim,
-            digest,
-            share_unchanged,
-        } = self;
-        ctx.sync.register(watched.kind);
+        ctx.sync.register(self.watched.kind);
         let (reader, writer) = reflector::store();
-        let cached = reader.clone();
-        let stream = watcher::watcher(api, config)
-            .default_backoff()
-            .modify(move |object: &mut Lenient<K>| {
-                object.modify_object(trim);
-                if let Some(share) = share_unchanged {
-                    if let Some(previous) = cached.get(&ObjectRef::from_obj(object)) {
-                        share(object, &previous);
-                    }
-                }
-            })
-            .reflect(writer);
-        tasks.push(tokio::spawn(run_watch(
-            stream,
-            watched,
-            digest,
+        tasks.push(tokio::spawn(follow(
+            self,
+            reader.clone(),
+            writer,
             ctx.clone(),
         )));
         reader
+    }
+}
+
+/// Why one run of a watch or list loop ended.
+enum Stopped {
+    Shutdown,
+    /// The grant it needs went, or the way to follow the kind changed: start over.
+    Regrant,
+    /// The API server refused it (403): reported, then wait for the grant to change.
+    Forbidden,
+}
+
+/// Follows one kind until shutdown: as its [`Follow`] says, starting over whenever the grants
+/// change what it may do.
+async fn follow<K>(
+    watch: Watch<K>,
+    reader: Store<Lenient<K>>,
+    mut writer: reflector::store::Writer<Lenient<K>>,
+    ctx: WatchContext,
+) where
+    K: Resource<DynamicType = ()> + Clone + Decode + Debug + Send + Sync + 'static,
+{
+    let kind = watch.watched.kind;
+    let mut grants = ctx.rights.subscribe();
+    let mut shutdown = ctx.shutdown.clone();
+    loop {
+        let current = grants.borrow_and_update().clone();
+        let stopped = match watch.watched.follow {
+            Follow::Always => run_watch(&watch, &reader, &mut writer, &ctx, None).await,
+            Follow::WhileGranted { allowed, features } => {
+                if !allowed(&current) {
+                    tokio::select! {
+                        _ = shutdown.changed() => return,
+                        _ = grants.changed() => continue,
+                    }
+                }
+                let until = move |grants: &Grants| !allowed(grants);
+                let stopped = run_watch(&watch, &reader, &mut writer, &ctx, Some(&until)).await;
+                if let Stopped::Forbidden = stopped {
+                    for feature in features {
+                        ctx.rights
+                            .refused(*feature, &format!("list or watch {}", plural(kind)));
+                    }
+                }
+                stopped
+            }
+            Follow::WatchOrList { watch_allowed } => {
+                if watch_allowed(&current) {
+                    let until = move |grants: &Grants| !watch_allowed(grants);
+                    run_watch(&watch, &reader, &mut writer, &ctx, Some(&until)).await
+                } else {
+                    let until = move |grants: &Grants| watch_allowed(grants);
+                    run_list(&watch, &mut writer, &ctx, &until).await
+                }
+            }
+        };
+        match stopped {
+            Stopped::Shutdown => return,
+            Stopped::Regrant => {}
+            Stopped::Forbidden => {
+                // Not retried: the grants decide when it runs again.
+                tokio::select! {
+                    _ = shutdown.changed() => return,
+                    _ = grants.changed() => {}
+                }
+            }
+        }
+        // A kind no feature reads any more is emptied and no longer counts as synced; a kind
+        // that changes from listing to watching keeps its cache (the watch replaces it).
+        if !matches!(watch.watched.follow, Follow::WatchOrList { .. }) {
+            writer.apply_watcher_event(&Event::Init);
+            writer.apply_watcher_event(&Event::InitDone);
+            ctx.sync.mark_unsynced(kind);
+            ctx.changed.notify_one();
+        }
+    }
+}
+
+/// `nodes` for `Node` (log lines and refusals).
+fn plural(kind: &str) -> String {
+    format!("{}s", kind.to_ascii_lowercase())
+}
+
+/// Watches the kind until shutdown, until `until` holds for the grants, or a 403 (when `until`
+/// is given: a gated or switchable watch is not retried against a 403).
+async fn run_watch<K>(
+    watch: &Watch<K>,
+    reader: &Store<Lenient<K>>,
+    writer: &mut reflector::store::Writer<Lenient<K>>,
+    ctx: &WatchContext,
+    until: Option<&(dyn Fn(&Grants) -> bool + Sync)>,
+) -> Stopped
+where
+    K: Resource<DynamicType = ()> + Clone + Decode + Debug + Send + Sync + 'static,
+{
+    let (trim, share_unchanged) = (watch.trim, watch.share_unchanged);
+    let cached = reader.clone();
+    let stream = watcher::watcher(watch.api.clone(), watch.config.clone())
+        .default_backoff()
+        .modify(move |object: &mut Lenient<K>| {
+            object.modify_object(trim);
+            if let Some(share) = share_unchanged {
+                if let Some(previous) = cached.get(&ObjectRef::from_obj(object)) {
+                    share(object, &previous);
+                }
+            }
+        });
+    let mut digests = Digests::default();
+    let kind = watch.watched.kind;
+    let mut stream = std::pin::pin!(stream);
+    let mut listed_before = false;
+    let mut logged_failure: Option<&'static str> = None;
+    let mut shutdown = ctx.shutdown.clone();
+    let mut grants = ctx.rights.subscribe();
+    loop {
+        let item = tokio::select! {
+            _ = shutdown.changed() => return Stopped::Shutdown,
+            _ = grants.changed(), if until.is_some() => {
+                if until.is_some_and(|until| until(&grants.borrow_and_update())) {
+                    return Stopped::Regrant;
+                }
+                continue;
+            }
+            item = stream.next() => item,
+        };
+        let Some(item) = item else {
+            return Stopped::Shutdown;
+        };
+        if let Ok(event) = &item {
+            writer.apply_watcher_event(event);
+        }
+        match item {
+            Ok(Event::Init) => {
+                digests.0.clear();
+                if listed_before {
+                    debug!(kind, "watch restarted with a full list");
+                    ctx.observer.watch_restarted(kind);
+                }
+            }
+            Ok(Event::InitApply(object)) => {
+                digests.changed(watch.digest, &object);
+            }
+            Ok(Event::InitDone) => {
+                listed_before = true;
+                synced(kind, ctx);
+                recovered(kind, &mut logged_failure);
+            }
+            Ok(Event::Apply(object)) => {
+                recovered(kind, &mut logged_failure);
+                ctx.observer.cache_updated(kind);
+                if digests.changed(watch.digest, &object) {
+                    ctx.changed.notify_one();
+                }
+            }
+            Ok(Event::Delete(object)) => {
+                digests.0.remove(object.name());
+                recovered(kind, &mut logged_failure);
+                ctx.observer.cache_updated(kind);
+                ctx.changed.notify_one();
+            }
+            Err(error) => {
+                let reason = failure_reason(&error);
+                ctx.observer.watch_failed(kind, reason);
+                if reason == "not_found" && watch.watched.optional && !listed_before {
+                    if ctx.sync.mark_synced(kind) {
+                        info!(kind, "API is not served by this cluster; treating it as empty (retried in the background)");
+                        ctx.changed.notify_one();
+                    }
+                    logged_failure = Some(reason);
+                    continue;
+                }
+                if reason == "forbidden" && until.is_some() {
+                    debug!(kind, %error, "watch forbidden; not retried until the rights change");
+                    return Stopped::Forbidden;
+                }
+                // Unreachability is logged once for all kinds by the client's reachability
+                // layer; other failures once per kind until the watch works again.
+                if reason == "unreachable" || reason == "gone" {
+                    debug!(kind, %error, "watch interrupted; retrying with backoff");
+                } else if logged_failure != Some(reason) {
+                    warn!(kind, reason, %error, "watch failed; retrying with backoff");
+                }
+                logged_failure = Some(reason);
+            }
+        }
+    }
+}
+
+/// The cache of `kind` holds a complete list.
+fn synced(kind: &'static str, ctx: &WatchContext) {
+    if ctx.sync.mark_synced(kind) {
+        info!(kind, "cache synced");
+    }
+    ctx.observer.cache_synced(kind);
+    ctx.changed.notify_one();
+}
+
+/// Lists the kind every `list_interval` (only `list` is granted) until shutdown or until
+/// `until` holds for the grants.
+async fn run_list<K>(
+    watch: &Watch<K>,
+    writer: &mut reflector::store::Writer<Lenient<K>>,
+    ctx: &WatchContext,
+    until: &(dyn Fn(&Grants) -> bool + Sync),
+) -> Stopped
+where
+    K: Resource<DynamicType = ()> + Clone + Decode + Debug + Send + Sync + 'static,
+{
+    let kind = watch.watched.kind;
+    let mut shutdown = ctx.shutdown.clone();
+    let mut grants = ctx.rights.subscribe();
+    let mut logged_failure: Option<&'static str> = None;
+    let mut said_listing = false;
+    let mut params = ListParams::default();
+    if let Some(fields) = &watch.config.field_selector {
+        params = params.fields(fields);
+    }
+    loop {
+        match watch.api.list(&params).await {
+            Ok(list) => {
+                if !said_listing {
+                    info!(
+                        kind,
+                        interval_s = ctx.list_interval.as_secs(),
+                        "listing at an interval: this identity may list but not watch them"
+                    );
+                    said_listing = true;
+                }
+                writer.apply_watcher_event(&Event::Init);
+                for mut object in list.items {
+                    object.modify_object(watch.trim);
+                    writer.apply_watcher_event(&Event::InitApply(object));
+                }
+                writer.apply_watcher_event(&Event::InitDone);
+                synced(kind, ctx);
+                recovered(kind, &mut logged_failure);
+            }
+            Err(error) => {
+                let reason = client_failure_reason(&error);
+                ctx.observer.watch_failed(kind, reason);
+                if reason == "not_found" && watch.watched.optional {
+                    writer.apply_watcher_event(&Event::Init);
+                    writer.apply_watcher_event(&Event::InitDone);
+                    if ctx.sync.mark_synced(kind) {
+                        info!(kind, "API is not served by this cluster; treating it as empty (listed again at an interval)");
+                        ctx.changed.notify_one();
+                    }
+                } else if reason != "unreachable" && logged_failure != Some(reason) {
+                    warn!(kind, reason, %error, "list failed; listed again at an interval");
+                }
+                logged_failure = Some(reason);
+            }
+        }
+        tokio::select! {
+            _ = shutdown.changed() => return Stopped::Shutdown,
+            _ = tokio::time::sleep(ctx.list_interval) => {}
+            _ = grants.changed() => {
+                if until(&grants.borrow_and_update()) {
+                    return Stopped::Regrant;
+                }
+            }
+        }
     }
 }
 
@@ -286,88 +620,6 @@ impl Digests {
             return true;
         };
         self.0.insert(object.name().to_owned(), value) != Some(value)
-    }
-}
-
-async fn run_watch<K, S>(
-    stream: S,
-    watched: Watched,
-    digest: Option<fn(&K) -> u64>,
-    ctx: WatchContext,
-) where
-    S: futures::Stream<Item = Result<Event<Lenient<K>>, watcher::Error>> + Send,
-{
-    let mut digests = Digests::default();
-    let WatchContext {
-        changed,
-        sync,
-        observer,
-        mut shutdown,
-    } = ctx;
-    let kind = watched.kind;
-    let mut stream = std::pin::pin!(stream);
-    let mut listed_before = false;
-    let mut logged_failure: Option<&'static str> = None;
-    loop {
-        let item = tokio::select! {
-            _ = shutdown.changed() => break,
-            item = stream.next() => item,
-        };
-        let Some(item) = item else { break };
-        match item {
-            Ok(Event::Init) => {
-                digests.0.clear();
-                if listed_before {
-                    debug!(kind, "watch restarted with a full list");
-                    observer.watch_restarted(kind);
-                }
-            }
-            Ok(Event::InitApply(object)) => {
-                digests.changed(digest, &object);
-            }
-            Ok(Event::InitDone) => {
-                listed_before = true;
-                if sync.mark_synced(kind) {
-                    info!(kind, "cache synced");
-                }
-                recovered(kind, &mut logged_failure);
-                observer.cache_synced(kind);
-                changed.notify_one();
-            }
-            Ok(Event::Apply(object)) => {
-                recovered(kind, &mut logged_failure);
-                observer.cache_updated(kind);
-                if digests.changed(digest, &object) {
-                    changed.notify_one();
-                }
-            }
-            Ok(Event::Delete(object)) => {
-                digests.0.remove(object.name());
-                recovered(kind, &mut logged_failure);
-                observer.cache_updated(kind);
-                changed.notify_one();
-            }
-            Err(error) => {
-                let reason = failure_reason(&error);
-                observer.watch_failed(kind, reason);
-                if reason == "not_found" && watched.optional && !listed_before {
-                    if sync.mark_synced(kind) {
-                        info!(kind, "API is not served by this cluster; treating it as empty (retried in the background)");
-                        changed.notify_one();
-                    }
-                    logged_failure = Some(reason);
-                    continue;
-                }
-                // Unreachability is logged once for all kinds by the client's reachability
-                // layer; other failures once per kind until the watch works again.
-                if reason == "unreachable" || reason == "gone" {
-                    debug!(kind, %error, "watch interrupted; retrying with backoff");
-                } else if logged_failure != Some(reason) {
-                    warn!(kind, reason, %error, "watch failed; retrying with backoff");
-                }
-                logged_failure = Some(reason);
-            }
-        }
     }
 }
 

@@ -5,8 +5,9 @@
 //! ServiceAccount tokens issued by the TokenRequest subresource), the request attributes the
 //! authorizer sees (verb, API group, resource and subresource, namespace, name, or the path of
 //! a non-resource request), and the RBAC decision over the Roles, ClusterRoles, RoleBindings and
-//! ClusterRoleBindings stored in the server (plus the discovery and public-info rules every
-//! authenticated user has), worded as kube-apiserver words a 403. A request without a known
+//! ClusterRoleBindings stored in the server (plus the discovery, public-info and basic-user rules
+//! every authenticated user has), worded as kube-apiserver words a 403, and the answer to a
+//! SelfSubjectAccessReview ([`self_subject_access_review`]). A request without a known
 //! token is a 401. Pure decisions over the store; HTTP is `http.rs`.
 
 use std::collections::HashMap;
@@ -180,8 +181,8 @@ fn applies_to(subject: &Value, user: &User, binding_namespace: &str) -> bool {
 }
 
 /// The RBAC decision: allowed for `system:masters`, for the discovery rules of authenticated
-/// users, and by any rule of a role bound to the user (ClusterRoleBindings everywhere,
-/// RoleBindings in their namespace).
+/// users and their self reviews (`system:basic-user`), and by any rule of a role bound to the
+/// user (ClusterRoleBindings everywhere, RoleBindings in their namespace).
 pub fn allowed(store: &Store, registry: &Registry, user: &User, attributes: &Attributes) -> bool {
     if user.groups.iter().any(|g| g == "system:masters") {
         return true;
@@ -194,6 +195,17 @@ pub fn allowed(store: &Store, registry: &Registry, user: &User, attributes: &Att
                     .strip_suffix('*')
                     .is_some_and(|prefix| attributes.path.starts_with(prefix))
         })
+    {
+        return true;
+    }
+    // `system:basic-user`, bound to every authenticated user: what may I do?
+    if attributes.resource_request
+        && attributes.verb == "create"
+        && attributes.group == "authorization.k8s.io"
+        && matches!(
+            attributes.resource.as_str(),
+            "selfsubjectaccessreviews" | "selfsubjectrulesreviews"
+        )
     {
         return true;
     }
@@ -279,4 +291,64 @@ pub fn forbidden(user: &User, attributes: &Attributes) -> ApiError {
         attributes.name.as_deref().unwrap_or_default(),
         &why,
     )
+}
+
+/// The answer to a SelfSubjectAccessReview `body` by `user`: the review with its `status`, as
+/// kube-apiserver's RBAC authorizer decides (`allowed`, and a `reason` when allowed). A body
+/// without `spec.resourceAttributes` or `spec.nonResourceAttributes` is a 422, as there.
+pub fn self_subject_access_review(
+    store: &Store,
+    registry: &Registry,
+    user: &User,
+    body: &Value,
+) -> Result<Value, ApiError> {
+    let spec = &body["spec"];
+    let text = |value: &Value| value.as_str().map(str::to_string).unwrap_or_default();
+    let attributes = if let Some(resource) =
+        spec.get("resourceAttributes").filter(|v| v.is_object())
+    {
+        let optional = |value: &Value| value.as_str().filter(|s| !s.is_empty()).map(str::to_string);
+        Attributes {
+            verb: text(&resource["verb"]),
+            resource_request: true,
+            group: text(&resource["group"]),
+            resource: text(&resource["resource"]),
+            subresource: optional(&resource["subresource"]),
+            namespace: optional(&resource["namespace"]),
+            name: optional(&resource["name"]),
+            path: String::new(),
+        }
+    } else if let Some(non_resource) = spec.get("nonResourceAttributes").filter(|v| v.is_object()) {
+        Attributes {
+            verb: text(&non_resource["verb"]),
+            resource_request: false,
+            path: text(&non_resource["path"]),
+            ..Attributes::default()
+        }
+    } else {
+        let required = super::status::FieldError::required(
+            "spec.resourceAttributes",
+            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+        );
+        return Err(ApiError::invalid_in(
+            "authorization.k8s.io",
+            "SelfSubjectAccessReview",
+            "",
+            &[required.to_cause()],
+        ));
+    };
+    let allowed = allowed(store, registry, user, &attributes);
+    let mut status = serde_json::json!({ "allowed": allowed });
+    if allowed {
+        status["reason"] = Value::String(format!(
+            "RBAC: allowed for {:?} by a role bound to it",
+            user.name
+        ));
+    }
+    let mut review = body.clone();
+    review["apiVersion"] = Value::String("authorization.k8s.io/v1".into());
+    review["kind"] = Value::String("SelfSubjectAccessReview".into());
+    review["metadata"] = serde_json::json!({ "creationTimestamp": null });
+    review["status"] = status;
+    Ok(review)
 }

@@ -81,7 +81,21 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         Ok(tokens) => tokens.authenticate(authorization.as_deref()),
         Err(_) => Err(ApiError::internal("token table lock poisoned")),
     };
+    let review = path == SELF_SUBJECT_ACCESS_REVIEWS;
     let response = match (user, route(&shared, &path)) {
+        (Ok(user), _) if review => {
+            record.user = user.name.clone();
+            record.verb = if method == Method::POST {
+                "create"
+            } else {
+                non_resource_verb(&method)
+            }
+            .to_string();
+            record.group = "authorization.k8s.io".into();
+            record.version = "v1".into();
+            record.resource = "selfsubjectaccessreviews".into();
+            self_subject_access_review(&shared, &user, &method, request).await
+        }
         (Err(err), _) => {
             record.verb = non_resource_verb(&method).to_string();
             error_response(&err)
@@ -176,10 +190,62 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         }
     };
     record.status = response.status().as_u16();
+    // As kube-apiserver's audit (`LogRequestObject` completes the object reference from the
+    // request's object): a create at a collection URL is recorded with the created name.
+    let response = if record.verb == "create"
+        && record.name.is_none()
+        && !record.resource.is_empty()
+        && response.status().is_success()
+    {
+        let (parts, body) = response.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .unwrap_or_default();
+        record.name = serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .and_then(|object| object["metadata"]["name"].as_str().map(str::to_string));
+        Response::from_parts(parts, Body::from(bytes))
+    } else {
+        response
+    };
     if let Ok(mut log) = shared.requests.lock() {
         log.push(record);
     }
     response
+}
+
+/// The one path of the authorization API this server serves.
+const SELF_SUBJECT_ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+
+/// `POST` a SelfSubjectAccessReview: 201 with the review and its `status`, decided by the same
+/// RBAC rules as every request (a create any authenticated user may make). Other methods: 405.
+async fn self_subject_access_review(
+    shared: &Shared,
+    user: &User,
+    method: &Method,
+    request: Request,
+) -> Response {
+    if *method != Method::POST {
+        return error_response(&ApiError::method_not_allowed(format!(
+            "{method} is not supported on {SELF_SUBJECT_ACCESS_REVIEWS}"
+        )));
+    }
+    let body = match axum::body::to_bytes(request.into_body(), 1 << 20).await {
+        Ok(body) => body,
+        Err(e) => return error_response(&ApiError::bad_request(e.to_string())),
+    };
+    let body: Value = match serde_json::from_slice(&body) {
+        Ok(body) => body,
+        Err(e) => return error_response(&ApiError::bad_request(e.to_string())),
+    };
+    let answer = match shared.lock_store() {
+        Ok(store) => authz::self_subject_access_review(&store, &shared.registry, user, &body),
+        Err(_) => Err(ApiError::internal("store lock poisoned")),
+    };
+    match answer {
+        Ok(review) => json_response(StatusCode::CREATED, &review, &[]),
+        Err(err) => error_response(&err),
+    }
 }
 
 /// The RBAC decision for a request (the store locked for the read).

@@ -22,6 +22,13 @@ const IGNITION_FILES: [&str; 2] = [
 const DPKG_STATUS: &str = "/var/lib/dpkg/status";
 /// Debian's `haproxy`: a real load balancer sending the PROXY protocol.
 const HAPROXY: &str = "/usr/sbin/haproxy";
+/// Debian's `libfaketime` preload library, per architecture (the same list as
+/// `support::LIBFAKETIME_PATHS`, which the tests load it from).
+const LIBFAKETIME_PATHS: [&str; 3] = [
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/faketime/libfaketime.so.1",
+];
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -76,6 +83,12 @@ fn main() {
     } else {
         Err(format!("needs {HAPROXY}: apt-get install haproxy"))
     };
+    let libfaketime = LIBFAKETIME_PATHS
+        .iter()
+        .map(Path::new)
+        .find(|path| path.is_file())
+        .map(watch)
+        .ok_or_else(|| "needs libfaketime: apt-get install libfaketime".to_string());
     let real = env_dir("KUBEBUILDER_ASSETS")
         .filter(|dir| dir.join("kube-apiserver").is_file())
         .map(|dir| watch(&dir.join("kube-apiserver")))
@@ -111,6 +124,7 @@ fn main() {
         ("UPSTREAM", upstream),
         ("PROMTOOL", promtool),
         ("IGNITION", ignition),
+        ("LIBFAKETIME", libfaketime),
         ("REAL_APISERVER", real),
         ("IN_TEST_APISERVER", in_test),
         ("OPENSSL_FIPS", openssl_fips),
