@@ -110,10 +110,12 @@ pub enum Action {
         mcn: Box<MachineConfigNode>,
         status: InitialStatus,
     },
-    /// Apply our MCN again with the listed fields filled in (everything else as it is).
+    /// Write our MCN's listed fields again, filled in (everything else as it is), and remove
+    /// the annotations of ours listed in `removed` (a first-boot failure a later boot cleared).
     Fill {
         mcn: Box<MachineConfigNode>,
         filled: Vec<&'static str>,
+        removed: Vec<&'static str>,
     },
     /// Apply the initial status of our MCN, which has none yet (it is at `generation`). The
     /// write is conditional on `resource_version`, the version the plan saw: a previous leader
@@ -233,11 +235,12 @@ pub fn plan(world: &World<'_>, served: impl ServedLookup, config_image_declared:
             Some(existing) if is_ours(existing) && stale_owner(existing, node) => {}
             Some(existing) if is_ours(existing) => {
                 let mut spec_desired = existing.spec.config_version.desired.clone();
-                if let Some((mcn, filled)) = fill(existing, &inputs) {
+                if let Some((mcn, filled, removed)) = fill(existing, &inputs) {
                     spec_desired = mcn.spec.config_version.desired.clone();
                     out.actions.push(Action::Fill {
                         mcn: Box::new(mcn),
                         filled,
+                        removed,
                     });
                 }
                 if !has_status(existing) {
@@ -301,14 +304,16 @@ fn has_status(mcn: &MachineConfigNode) -> bool {
         .is_some_and(|s| !s.conditions.is_empty() || s.config_version.is_some())
 }
 
-/// Our MCN with its `not-yet-set` desired config and missing bootstrap record filled in; every
-/// other field this server owns is repeated as it is (a server-side apply that omitted one would
-/// remove it). `None` when there is nothing to fill.
+/// Our MCN with its `not-yet-set` desired config, missing bootstrap record and first-boot failure
+/// filled in, or its failure cleared; every other field this server owns is repeated as it is.
+/// Returns the MCN, what was filled, and the annotations to remove. `None` when there is
+/// nothing to fill.
 fn fill(
     existing: &MachineConfigNode,
     inputs: &NodeInputs<'_>,
-) -> Option<(MachineConfigNode, Vec<&'static str>)> {
+) -> Option<(MachineConfigNode, Vec<&'static str>, Vec<&'static str>)> {
     let mut filled = Vec::new();
+    let mut removed = Vec::new();
     let mut spec_desired = existing.spec.config_version.desired.clone();
     if spec_desired.is_empty() || spec_desired == NOT_YET_SET {
         let known = desired_config(inputs);
@@ -343,9 +348,10 @@ fn fill(
             filled.push("firstboot failure");
         }
     } else if let Some(cleared_at) = desired::failure_cleared_by(existing, inputs.node) {
-        // Leaving the failure out of the apply removes it (this field manager owns it).
         for key in annotations::FIRSTBOOT_FAILURE {
-            our_annotations.remove(key);
+            if our_annotations.remove(key).is_some() {
+                removed.push(key);
+            }
         }
         our_annotations.insert(
             annotations::FIRSTBOOT_FAILURE_CLEARED_AT.to_owned(),
@@ -382,7 +388,7 @@ fn fill(
         owner_references: (!owner_references.is_empty()).then_some(owner_references),
         ..ObjectMeta::default()
     };
-    Some((mcn, filled))
+    Some((mcn, filled, removed))
 }
 
 #[cfg(test)]

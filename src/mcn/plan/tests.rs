@@ -219,7 +219,7 @@ fn our_not_yet_set_desired_config_is_filled_and_nothing_else_changes() {
         "status": {"conditions": [], "configVersion": {"desired": "not-yet-set"}, "observedGeneration": 1}
     }))];
     let plan = plan(&world(&nodes, &existing), no_records, false);
-    let [Action::Fill { mcn, filled }] = plan.actions.as_slice() else {
+    let [Action::Fill { mcn, filled, .. }] = plan.actions.as_slice() else {
         panic!("{:?}", plan.actions);
     };
     assert_eq!(filled, &["spec.configVersion.desired"]);
@@ -246,7 +246,7 @@ fn a_bootstrap_record_found_later_is_filled_in() {
             .then(|| record("rendered-worker-1", CREATED - 60))
     };
     let plan = plan(&world(&nodes, &existing), records, false);
-    let [Action::Fill { mcn, filled }] = plan.actions.as_slice() else {
+    let [Action::Fill { mcn, filled, .. }] = plan.actions.as_slice() else {
         panic!("{:?}", plan.actions);
     };
     assert_eq!(filled, &["bootstrap record"]);
@@ -455,7 +455,7 @@ fn a_shared_address_gives_source_unknown_never_another_machines_record() {
         .actions
         .iter()
         .filter_map(|a| match a {
-            Action::Fill { mcn, filled } => Some((mcn, filled)),
+            Action::Fill { mcn, filled, .. } => Some((mcn, filled)),
             _ => None,
         })
         .collect();
@@ -552,11 +552,13 @@ fn a_reported_failure_is_written_once_and_a_later_boot_clears_it() {
     let [Action::Fill {
         mcn: filled_in,
         filled,
+        removed,
     }] = plan.actions.as_slice()
     else {
         panic!("{:?}", plan.actions);
     };
     assert_eq!(filled, &["firstboot failure"]);
+    assert!(removed.is_empty());
     let with_failure = {
         let mut mcn = (*existing[0]).clone();
         mcn.metadata.annotations = filled_in.metadata.annotations.clone();
@@ -578,11 +580,20 @@ fn a_reported_failure_is_written_once_and_a_later_boot_clears_it() {
     let [Action::Fill {
         mcn: cleared,
         filled,
+        removed: cleared_keys,
     }] = plan.actions.as_slice()
     else {
         panic!("{:?}", plan.actions);
     };
     assert_eq!(filled, &["firstboot failure cleared"]);
+    assert_eq!(
+        cleared_keys
+            .iter()
+            .copied()
+            .collect::<std::collections::BTreeSet<_>>(),
+        annotations::FIRSTBOOT_FAILURE.into_iter().collect(),
+        "every failure annotation written is removed"
+    );
     let a = cleared.metadata.annotations.as_ref().unwrap();
     for key in annotations::FIRSTBOOT_FAILURE {
         assert!(!a.contains_key(key), "{key} is gone");
