@@ -126,7 +126,8 @@ pub fn decode(body: &[u8]) -> Result<FailureReport, ReportError> {
         // Go decodes `null` into a struct as "leave it alone": every field is empty.
         return Err(ReportError::MissingFields);
     }
-    let mut stream = serde_json::Deserializer::from_slice(text).into_iter::<OrderedObject>();
+    let text = go_text(text);
+    let mut stream = serde_json::Deserializer::from_str(&text).into_iter::<OrderedObject>();
     let object = match stream.next() {
         Some(Ok(object)) => object,
         _ => return Err(ReportError::InvalidJson),
@@ -157,6 +158,68 @@ pub fn decode(body: &[u8]) -> Result<FailureReport, ReportError> {
         image_url,
         error_message,
     })
+}
+
+/// The body as Go's decoder reads it: invalid UTF-8 and lone UTF-16 surrogate escapes
+/// (`\ud800`) in strings become U+FFFD instead of errors (serde_json refuses both; found by
+/// a side-by-side run against upstream's server on the fuzzing corpus). Outside strings such
+/// bytes stay invalid JSON either way.
+fn go_text(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let chars: Vec<char> = text.chars().collect();
+    let hex4 = |at: usize| -> Option<u32> {
+        if chars.get(at) != Some(&'\\') || chars.get(at + 1) != Some(&'u') {
+            return None;
+        }
+        let digits: String = chars.get(at + 2..at + 6)?.iter().collect();
+        u32::from_str_radix(&digits, 16)
+            .ok()
+            .filter(|_| digits.len() == 4 && digits.chars().all(|c| c.is_ascii_hexdigit()))
+    };
+    let mut out = String::with_capacity(text.len());
+    let (mut at, mut in_string) = (0, false);
+    while at < chars.len() {
+        let c = chars[at];
+        if !in_string {
+            in_string = c == '"';
+            out.push(c);
+            at += 1;
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = false;
+                out.push(c);
+                at += 1;
+            }
+            '\\' => match hex4(at) {
+                Some(0xD800..=0xDBFF) => match hex4(at + 6) {
+                    Some(0xDC00..=0xDFFF) => {
+                        out.extend(&chars[at..at + 12]);
+                        at += 12;
+                    }
+                    _ => {
+                        out.push_str("\\ufffd");
+                        at += 6;
+                    }
+                },
+                Some(0xDC00..=0xDFFF) => {
+                    out.push_str("\\ufffd");
+                    at += 6;
+                }
+                _ => {
+                    // Any other escape: the backslash and what it escapes, as they are.
+                    out.extend(&chars[at..(at + 2).min(chars.len())]);
+                    at += 2;
+                }
+            },
+            c => {
+                out.push(c);
+                at += 1;
+            }
+        }
+    }
+    out
 }
 
 /// Go's JSON white space (space, tab, CR, LF) trimmed from the start.

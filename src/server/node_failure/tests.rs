@@ -71,6 +71,37 @@ fn decoding_follows_go_encoding_json() {
         ok(r#"{"pool":"","nodeID":"n","stage":"s"}"#),
         Err(ReportError::MissingFields)
     );
+    // Invalid UTF-8 and lone surrogate escapes in strings become U+FFFD, as in Go (found by a
+    // side-by-side run against upstream's server); outside strings they stay errors.
+    let bytes = |body: &[u8]| decode(body).map(|r| (r.pool, r.node_id, r.stage));
+    assert_eq!(
+        bytes(b"{\"pool\":\"w\xff\",\"nodeID\":\"n\",\"stage\":\"s\"}"),
+        triple("w\u{FFFD}", "n", "s")
+    );
+    assert_eq!(
+        bytes(b"{\"pool\":\"w\",\"nodeID\":\"n\",\"st\xffage\":\"s\"}"),
+        Err(ReportError::MissingFields)
+    );
+    assert_eq!(
+        bytes(b"\xff{\"pool\":\"w\"}"),
+        Err(ReportError::InvalidJson)
+    );
+    for (escaped, decoded) in [
+        (r"\ud800", "\u{FFFD}"),
+        (r"\udc00x", "\u{FFFD}x"),
+        (r"\ud800\u0041", "\u{FFFD}A"),
+        (r"\ud83d\ude00", "\u{1F600}"),
+        (r"a\\ud800", r"a\ud800"),
+        (r#"\"\ud800"#, "\"\u{FFFD}"),
+    ] {
+        assert_eq!(
+            ok(&format!(
+                r#"{{"pool":"w","nodeID":"n","stage":"{escaped}"}}"#
+            )),
+            triple("w", "n", decoded),
+            "{escaped}"
+        );
+    }
 }
 
 #[test]
