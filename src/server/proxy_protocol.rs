@@ -135,6 +135,11 @@ fn parse_v1(bytes: &[u8]) -> Result<(Header, usize), ParseError> {
     if window[cr] != b'\r' {
         return Err(ParseError::Malformed("v1 line ends with a bare LF"));
     }
+    // The LF must come within the 107 bytes too (found by fuzzing: a CR as the 107th byte
+    // left the header incomplete instead of too long).
+    if cr + 2 > V1_MAX {
+        return Err(ParseError::Malformed("v1 line longer than 107 bytes"));
+    }
     match window.get(cr + 1) {
         None if bytes.len() <= cr + 1 => return Err(ParseError::Incomplete),
         Some(b'\n') => {}

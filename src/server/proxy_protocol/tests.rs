@@ -96,6 +96,9 @@ fn v1_prefixes_are_incomplete_and_deviations_malformed() {
     long.resize(V1_MAX, b'x');
     assert!(matches!(parse(&long), Err(ParseError::Malformed(_))));
     assert_eq!(parse(&long[..V1_MAX - 1]), Err(ParseError::Incomplete));
+    // A CR as the 107th byte: its LF would be the 108th (found by fuzzing).
+    long[V1_MAX - 1] = b'\r';
+    assert!(matches!(parse(&long), Err(ParseError::Malformed(_))));
     // Whatever UNKNOWN carries is ignored; elsewhere non-ASCII is refused.
     assert!(matches!(
         parse("PROXY UNKNOWN é\r\n".as_bytes()),
