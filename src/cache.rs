@@ -52,6 +52,8 @@ pub type RenderResult = Result<Arc<Rendered>, Arc<RenderError>>;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CacheKey {
     pub pool: Arc<str>,
+    /// The version negotiated from the Accept header (the served one also depends on the
+    /// rendered config, which the generation fixes: [`crate::render::render`]).
     pub version: SpecVersion,
     pub generation: u64,
 }

@@ -210,7 +210,8 @@ pub struct ExplainFlags {
     /// header of a current Ignition (newest spec).
     #[arg(long, value_name = "HEADER", conflicts_with = "spec")]
     pub accept: Option<String>,
-    /// Serve this Ignition spec version instead of negotiating one (e.g. 3.4.0).
+    /// Ask for this Ignition spec version instead of negotiating one (e.g. 3.4.0); 3.6.0 is
+    /// served as 3.5.0 when the pool's rendered config is not spec 3.6, as the server does.
     #[arg(long, value_name = "VERSION")]
     pub spec: Option<String>,
     /// Report format.

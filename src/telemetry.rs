@@ -223,13 +223,19 @@ pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
 
 impl std::fmt::Display for ErrorChain<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
+        let mut text = self.0.to_string();
         let mut source = self.0.source();
         while let Some(cause) = source {
-            write!(f, ": {cause}")?;
+            // An error whose own message already ends with its cause's (`"{name}: {source}"`
+            // with `#[source]`) names the cause once, not twice.
+            let cause_text = cause.to_string();
+            if !text.ends_with(&cause_text) {
+                text.push_str(": ");
+                text.push_str(&cause_text);
+            }
             source = cause.source();
         }
-        Ok(())
+        f.write_str(&text)
     }
 }
 
@@ -238,6 +244,31 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("disk full")]
+    struct Root;
+
+    #[derive(Debug, thiserror::Error)]
+    enum Wrapper {
+        #[error("writing cache")]
+        Plain(#[source] Root),
+        #[error("writing cache: {0}")]
+        Repeating(#[source] Root),
+    }
+
+    #[test]
+    fn an_error_chain_names_each_cause_once() {
+        assert_eq!(
+            ErrorChain(&Wrapper::Plain(Root)).to_string(),
+            "writing cache: disk full"
+        );
+        // A message that already carries its source's text does not get it again.
+        assert_eq!(
+            ErrorChain(&Wrapper::Repeating(Root)).to_string(),
+            "writing cache: disk full"
+        );
+    }
 
     #[test]
     fn verbosity_maps_to_levels() {

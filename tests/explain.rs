@@ -149,7 +149,9 @@ fn example_master_is_explained_as_text() {
         "bootstrap (base directory",
         "rendered-master-example (found)",
         "status.configuration of machine-pools/master.yaml",
-        "3.5.0, negotiated from Accept: application/vnd.coreos.ignition+json;version=3.5.0",
+        // The default Accept is a current Ignition's (3.6); the example is spec 3.5.
+        "3.5.0, negotiated from Accept: application/vnd.coreos.ignition+json;version=3.6.0",
+        "version rule:     Accept asks for 3.6.0: spec 3.6.0; the rendered MachineConfig rendered-master-example is spec 3.5.0, not 3.6",
         "not layered (bootstrap mode)",
         "200 OK",
         "/etc/motd",

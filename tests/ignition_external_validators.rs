@@ -1,6 +1,7 @@
 //! Translated outputs checked by validators we did not write: Debian's `ignition-validate`
-//! (Ignition 2.14: specs 3.0-3.3, and 3.4 as `3.4.0-experimental`) and the upstream JSON
-//! schemas of specs 3.0-3.6 (upstream tier, `MCS_UPSTREAM_ASSETS`). The corpus covers every
+//! (Ignition 2.14: specs 3.0-3.3, and 3.4 as `3.4.0-experimental`), the current one (Ignition
+//! 2.26 or newer, every 3.x spec: tier `ignition_current`, `MCS_IGNITION_VALIDATE`) and the
+//! upstream JSON schemas of specs 3.0-3.6 (upstream tier, `MCS_UPSTREAM_ASSETS`). The corpus covers every
 //! field the translation touches, plus the project's full-size rendered MachineConfigs and
 //! (upstream tier) the upstream-rendered ones.
 
@@ -14,7 +15,10 @@ use std::path::{Path, PathBuf};
 use machine_config_server::ignition::{parse_config, to_value_as, SpecVersion};
 use serde_json::Value;
 use support::ignition_samples::{corpus, Sample};
-use validators::{assert_matches_schema, ignition_validate, run_ignition_validate, schema};
+use validators::{
+    assert_matches_schema, ignition_validate, ignition_validate_current, run_ignition_validate,
+    schema,
+};
 
 /// The corpus plus the rendered configs of the project's fixture.
 fn own_samples() -> Vec<Sample> {
@@ -96,6 +100,52 @@ fn validated_by_ignition_validate(samples: Vec<Sample>) -> usize {
         }
     }
     checked
+}
+
+/// The corpus and the rendered configs in every 3.x spec they can be served in, and each of
+/// them as a spec-3.6 twin in every spec the twin can be served in, through the current
+/// `ignition-validate`: how many it checked.
+fn validated_by_current_ignition_validate(samples: Vec<Sample>) -> usize {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut checked = 0;
+    for sample in samples {
+        for version in servable(&sample)
+            .into_iter()
+            .filter(|v| *v != SpecVersion::V2_2)
+        {
+            let value = to_value_as(&sample.config, version)
+                .unwrap_or_else(|e| panic!("{} as {version}: {e}", sample.name));
+            ignition_validate_current(dir.path(), &format!("{} as {version}", sample.name), &value);
+            checked += 1;
+        }
+        let mut twin = to_value_as(&sample.config, SpecVersion::V3_5).expect("serves as 3.5");
+        twin["ignition"]["version"] = "3.6.0".into();
+        let twin = parse_config(Some(&twin)).expect("the 3.6 twin parses");
+        for version in SpecVersion::ALL
+            .into_iter()
+            .filter(|v| *v >= sample.oldest_3x)
+        {
+            // A twin with special mode bits serves as 3.6 only (tests/ignition_3_6.rs).
+            if let Ok(value) = to_value_as(&twin, version) {
+                let label = format!("{} as 3.6, served as {version}", sample.name);
+                ignition_validate_current(dir.path(), &label, &value);
+                checked += 1;
+            }
+        }
+    }
+    checked
+}
+
+#[tier(ignition_current)]
+#[test]
+fn current_ignition_validate_accepts_every_3x_output() {
+    assert!(validated_by_current_ignition_validate(own_samples()) >= 60);
+}
+
+#[tier(ignition_current, upstream)]
+#[test]
+fn current_ignition_validate_accepts_the_upstream_rendered_configs_in_every_spec() {
+    assert!(validated_by_current_ignition_validate(upstream_samples()) >= 30);
 }
 
 #[tier(ignition)]

@@ -1,6 +1,8 @@
 //! Property tests of the Ignition engine: parsing never panics on arbitrary bytes or JSON,
 //! Accept negotiation never panics, and a config that only uses fields two specs share comes
-//! back unchanged when translated down to the older spec and parsed back up.
+//! back unchanged when translated down to the older spec and parsed back up. Written as spec
+//! 3.6, such a config answers every older spec exactly as written as 3.5; with special mode
+//! bits it is served as 3.6 only (docs/ignition-3.6.md).
 
 use std::collections::BTreeSet;
 
@@ -55,8 +57,23 @@ const KEYS: &[&str] = &[
     "proxy",
 ];
 const VERSIONS: &[&str] = &[
-    "3.5.0", "3.4.0", "3.3.0", "3.2.0", "3.1.0", "3.0.0", "2.2.0", "2.1.0", "2.0.0", "3.6.0",
-    "03.5.0", "3.5.0-", "1.0.0", "x",
+    "3.5.0",
+    "3.4.0",
+    "3.3.0",
+    "3.2.0",
+    "3.1.0",
+    "3.0.0",
+    "2.2.0",
+    "2.1.0",
+    "2.0.0",
+    "3.6.0",
+    "03.5.0",
+    "3.5.0-",
+    "1.0.0",
+    "x",
+    "03.6.0",
+    "3.6.0-experimental",
+    "3.7.0",
 ];
 
 fn arbitrary_json() -> impl Strategy<Value = Value> {
@@ -406,6 +423,66 @@ proptest! {
         for older in [SpecVersion::V3_0, SpecVersion::V3_1, SpecVersion::V3_2, SpecVersion::V3_3, SpecVersion::V3_4] {
             let config = with_level_features(config.clone(), older, seed);
             assert_round_trip(&config, older)?;
+        }
+    }
+}
+
+/// `config` (written as 3.5) written as 3.6.
+fn as_3_6(config: &Value) -> Value {
+    let mut config = config.clone();
+    config["ignition"]["version"] = json!("3.6.0");
+    config
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_3_6_config_answers_every_older_spec_as_its_3_5_twin(config in common_config(), seed in any::<u8>()) {
+        for older in [SpecVersion::V2_2, SpecVersion::V3_0, SpecVersion::V3_1, SpecVersion::V3_2, SpecVersion::V3_3, SpecVersion::V3_4, SpecVersion::V3_5] {
+            let config = if older == SpecVersion::V2_2 {
+                config.clone()
+            } else {
+                with_level_features(config.clone(), older, seed)
+            };
+            let written_3_5 = parse_config(Some(&config)).expect("generated 3.5 config");
+            let written_3_6 = parse_config(Some(&as_3_6(&config))).expect("the same as 3.6");
+            prop_assert_eq!(
+                to_value_as(&written_3_6, older).map_err(|e| e.to_string()),
+                to_value_as(&written_3_5, older).map_err(|e| e.to_string()),
+                "served as {}", older
+            );
+        }
+    }
+
+    #[test]
+    fn special_mode_bits_are_served_in_3_6_only(
+        config in common_config(),
+        bits in 1i64..8,
+        permissions in 0i64..=0o777,
+        directory in any::<bool>(),
+    ) {
+        let mode = bits << 9 | permissions;
+        let mut config = as_3_6(&config);
+        let kind = if directory { "directories" } else { "files" };
+        let list = config["storage"][kind].as_array().map_or(0, Vec::len);
+        let node = if directory {
+            json!({"path": "/var/lib/special", "mode": mode})
+        } else {
+            json!({"path": "/usr/local/bin/special", "mode": mode, "contents": {"source": "data:,x"}})
+        };
+        match config["storage"][kind].as_array_mut() {
+            Some(nodes) => nodes.push(node),
+            None => config["storage"][kind] = json!([node]),
+        }
+        let parsed = parse_config(Some(&config)).expect("a 3.6 config with special bits");
+        let served = to_value_as(&parsed, SpecVersion::V3_6).expect("served as 3.6");
+        prop_assert_eq!(&served["storage"][kind][list]["mode"], &json!(mode));
+        for older in SpecVersion::ALL.into_iter().filter(|v| *v < SpecVersion::V3_6) {
+            let error = to_value_as(&parsed, older).expect_err("refused below 3.6");
+            let field = error.field().to_string();
+            prop_assert!(field.ends_with(".mode"), "{}: {}", older, error);
+            prop_assert!(error.to_string().ends_with("special mode bits are not supported in spec v3.5"));
         }
     }
 }

@@ -56,6 +56,9 @@ pub struct Explanation {
     pub spec_version: Option<String>,
     /// `accept` or `spec`: how the version was chosen.
     pub spec_version_from: &'static str,
+    /// The rule that chose the version, in words: the negotiation's, and what the pool's
+    /// rendered config changes (3.6 is served only from a rendered config of spec 3.6).
+    pub spec_rule: Option<String>,
     /// The layered-image decision of the render (cluster mode, when the render got that far).
     pub layered: Option<LayeredDecision>,
     /// Cluster mode: the caches this pool's answer reads that have not synced (empty: it can be
@@ -200,8 +203,18 @@ pub fn explain(
     source: String,
 ) -> Explained {
     let (accept_header, negotiated) = match spec {
-        SpecRequest::Accept(header) => (Some(header.clone()), accept::negotiate(Some(header))),
-        SpecRequest::Exact(version) => (None, Ok(*version)),
+        SpecRequest::Accept(header) => (
+            Some(header.clone()),
+            accept::negotiate_with_rule(Some(header)),
+        ),
+        SpecRequest::Exact(version) => (
+            None,
+            Ok(accept::Negotiated {
+                version: *version,
+                rule: accept::Rule::SupportedMinor,
+                asked: None,
+            }),
+        ),
     };
     let (pool_found, pool_problem) = if ready {
         pool_state(snapshot, pool)
@@ -220,11 +233,12 @@ pub fn explain(
         known_pools: known_pools(snapshot),
         selection: selection(snapshot, pool),
         accept: accept_header,
-        spec_version: negotiated.as_ref().ok().map(|v| v.to_string()),
+        spec_version: None,
         spec_version_from: match spec {
             SpecRequest::Accept(_) => "accept",
             SpecRequest::Exact(_) => "spec",
         },
+        spec_rule: None,
         layered: None,
         waiting_for: render::waiting_for(snapshot, pool)
             .into_iter()
@@ -240,10 +254,23 @@ pub fn explain(
     };
     let mut body = None;
 
+    if let Ok(negotiated) = &negotiated {
+        // What a render would serve: the negotiated version, and 3.5 instead of 3.6 when the
+        // pool's rendered config is not spec 3.6 (the render itself decides the same way).
+        let rendered = ready
+            .then(|| render::rendered_machine_config(snapshot, pool))
+            .flatten();
+        let served = rendered.as_ref().map_or(negotiated.version, |mc| {
+            render::served_version(mc, negotiated.version)
+        });
+        explanation.spec_version = Some(served.to_string());
+        explanation.spec_rule = Some(spec_rule(spec, negotiated, rendered.as_deref(), served));
+    }
+
     // The config handler's order: pool name from the path, Accept, readiness, render.
     let outcome = match pool_path::parse(&format!("/config/{pool}")) {
         Err(e) => Err((e.status(), error_report("invalid_pool_path", &e))),
-        Ok(_) => match negotiated {
+        Ok(_) => match negotiated.map(|n| n.version) {
             Err(e) => Err((StatusCode::BAD_REQUEST, error_report(e.kind(), &e))),
             Ok(_) if !ready => {
                 let e = RenderError::NotReady(render::waiting_for(snapshot, pool));
@@ -272,6 +299,55 @@ pub fn explain(
     explanation.status_text = status.canonical_reason().unwrap_or("").to_string();
     explanation.node_behaviour = node_behaviour(status);
     Explained { explanation, body }
+}
+
+/// The rule that chose the served version, in words: the negotiation's rule, then what the
+/// pool's rendered config (when there is one) made of it.
+fn spec_rule(
+    spec: &SpecRequest,
+    negotiated: &accept::Negotiated,
+    rendered: Option<&crate::api::MachineConfig>,
+    served: SpecVersion,
+) -> String {
+    let requested = negotiated.version;
+    let asked = negotiated.asked.as_deref().unwrap_or_default();
+    let mut text = match (spec, negotiated.rule) {
+        (SpecRequest::Exact(v), _) => format!("--spec {v} asks for spec {v}"),
+        (_, accept::Rule::NoIgnitionVersion) => {
+            "Accept names no Ignition media type with a version: 2.2.0, the original's default"
+                .to_string()
+        }
+        (_, accept::Rule::Spec2) => {
+            format!("Accept asks for {asked} (2.x at or above 2.2): 2.2.0, the only 2.x spec served")
+        }
+        (_, accept::Rule::SupportedMinor) => {
+            format!("Accept asks for {asked}: spec {requested}")
+        }
+        (_, accept::Rule::NewerMinor) => format!(
+            "Accept asks for {asked}, a 3.x minor newer than any known here: the newest, {requested}"
+        ),
+    };
+    let Some(mc) = rendered else {
+        return text;
+    };
+    let name = mc.metadata.name.as_deref().unwrap_or_default();
+    let version = crate::ignition::version_text(mc.spec.config.as_ref());
+    let rendered_spec = crate::ignition::rendered_spec(version);
+    let version = if version.is_empty() { "none" } else { version };
+    if requested == SpecVersion::V3_6 && rendered_spec == SpecVersion::V3_6 {
+        text.push_str(&format!(
+            "; the rendered MachineConfig {name} is spec {version} (an MCO that renders 3.6): served as {served}"
+        ));
+    } else if requested == SpecVersion::V3_6 {
+        text.push_str(&format!(
+            "; the rendered MachineConfig {name} is spec {version}, not 3.6 (this cluster's MCO does not render 3.6, and a daemon that cannot read 3.6 would fail the node's first boot): served as {served}, as the original at 7ff337a4f does"
+        ));
+    } else if rendered_spec == SpecVersion::V3_6 {
+        text.push_str(&format!(
+            "; translated down from the rendered MachineConfig {name} (spec {version})"
+        ));
+    }
+    text
 }
 
 fn mode_name(mode: Mode) -> &'static str {

@@ -88,7 +88,19 @@ fn served_config_is_described_from_its_bytes() {
     let served = e.served.as_ref().expect("served");
     let body = explained.body.as_ref().expect("body");
     assert_eq!(served.body_bytes, body.len());
-    assert_eq!(served.ignition_version, SpecVersion::NEWEST.as_str());
+    // The default Accept asks for the newest spec (3.6); the rendered config is 3.5, so 3.5 is
+    // served, as the original at 7ff337a4f does, and the report says which rule decided.
+    assert_eq!(served.ignition_version, "3.5.0");
+    assert_eq!(e.spec_version.as_deref(), Some("3.5.0"));
+    let rule = e.spec_rule.as_deref().expect("the rule");
+    assert!(
+        rule.starts_with("Accept asks for 3.6.0: spec 3.6.0; the rendered MachineConfig rendered-worker-old is spec 3.5.0, not 3.6"),
+        "{rule}"
+    );
+    assert!(
+        rule.ends_with("served as 3.5.0, as the original at 7ff337a4f does"),
+        "{rule}"
+    );
     let files: Vec<(&str, FileOrigin, Option<&str>)> = served
         .files
         .iter()
@@ -412,5 +424,89 @@ fn readiness_and_features_are_reported_in_cluster_mode() {
     assert!(
         !text.contains("readiness:") && !text.contains("features:"),
         "{text}"
+    );
+}
+
+/// `cluster_snapshot` with its rendered configs in spec 3.6, `rendered-worker-old` carrying a
+/// setuid file.
+fn cluster_snapshot_3_6() -> Snapshot {
+    let mut snapshot = cluster_snapshot(0);
+    for name in ["rendered-worker-old", "rendered-worker-new"] {
+        let mut mc = (*machine_config(name, &["nosmt"])).clone();
+        if let Some(config) = mc.spec.config.as_mut() {
+            config["ignition"]["version"] = json!("3.6.0");
+            config["storage"]["files"][1]["mode"] = json!(0o4755);
+        }
+        snapshot
+            .machine_configs
+            .insert(name.into(), Ok(Arc::new(mc)));
+    }
+    snapshot
+}
+
+#[test]
+fn a_spec_3_6_rendered_config_is_served_as_3_6_and_the_rule_says_why() {
+    let snapshot = cluster_snapshot_3_6();
+    let explained = explain_worker(&snapshot, true, &SpecRequest::default_accept());
+    let e = &explained.explanation;
+    assert_eq!(e.status, 200, "{:?}", e.error);
+    assert_eq!(e.spec_version.as_deref(), Some("3.6.0"));
+    assert_eq!(e.served.as_ref().expect("served").ignition_version, "3.6.0");
+    assert_eq!(
+        e.spec_rule.as_deref(),
+        Some("Accept asks for 3.6.0: spec 3.6.0; the rendered MachineConfig rendered-worker-old is spec 3.6.0 (an MCO that renders 3.6): served as 3.6.0")
+    );
+    let newer = SpecRequest::Accept("application/vnd.coreos.ignition+json;version=3.7.0".into());
+    let e = explain_worker(&snapshot, true, &newer).explanation;
+    assert_eq!(e.spec_version.as_deref(), Some("3.6.0"));
+    assert!(e.spec_rule.as_deref().expect("rule").starts_with(
+        "Accept asks for 3.7.0, a 3.x minor newer than any known here: the newest, 3.6.0;"
+    ));
+
+    // Older specs are translated down, and the setuid bit cannot be said below 3.6: the error
+    // names the field and its cause once.
+    let old = SpecRequest::Accept("application/vnd.coreos.ignition+json;version=3.4.0".into());
+    let e = explain_worker(&snapshot, true, &old).explanation;
+    assert_eq!(e.status, 500);
+    assert_eq!(e.spec_version.as_deref(), Some("3.4.0"));
+    assert!(e.spec_rule.as_deref().expect("rule").ends_with(
+        "; translated down from the rendered MachineConfig rendered-worker-old (spec 3.6.0)"
+    ));
+    let error = e.error.expect("error");
+    assert_eq!(error.kind, "translate");
+    assert_eq!(
+        error.message,
+        "machine config \"rendered-worker-old\": translating to spec 3.4.0 failed: storage.files[1].mode: special mode bits are not supported in spec v3.5"
+    );
+    let text = super::text::format_text(&e_text(&snapshot, &old));
+    assert_eq!(
+        text.matches("special mode bits are not supported").count(),
+        1,
+        "{text}"
+    );
+    assert!(text.contains("version rule:"), "{text}");
+}
+
+fn e_text(snapshot: &Snapshot, spec: &SpecRequest) -> Explanation {
+    explain_worker(snapshot, true, spec).explanation
+}
+
+#[test]
+fn a_parse_error_is_named_once() {
+    // The case: a rendered config of a spec this server does not read.
+    let mut snapshot = cluster_snapshot(0);
+    let mut mc = (*machine_config("rendered-worker-old", &[])).clone();
+    if let Some(config) = mc.spec.config.as_mut() {
+        config["ignition"]["version"] = json!("3.7.0");
+    }
+    snapshot
+        .machine_configs
+        .insert("rendered-worker-old".into(), Ok(Arc::new(mc)));
+    let e = explain_worker(&snapshot, true, &SpecRequest::default_accept()).explanation;
+    assert_eq!(e.status, 500);
+    let error = e.error.expect("error");
+    assert_eq!(
+        error.message,
+        "machine config \"rendered-worker-old\": parsing Ignition config failed: unknown version. Supported spec versions: 2.2,3.0,3.1,3.2,3.3,3.4,3.5,3.6"
     );
 }

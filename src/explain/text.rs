@@ -52,6 +52,9 @@ pub fn format_text(e: &Explanation) -> String {
         (None, _, None) => "none".to_string(),
     };
     line("spec version:", &spec);
+    if let Some(rule) = &e.spec_rule {
+        line("version rule:", rule);
+    }
     line("layered image:", &layered_text(e));
     if e.mode == "cluster" {
         let readiness = if e.waiting_for.is_empty() {

@@ -5,11 +5,16 @@
 //! are skipped. Only the parameters `version` (first value that parses as a semver) and `q`
 //! (first value that parses as a float32; default 1) count. Entries are stably sorted by
 //! descending `q` with Go's exact algorithm (so NaN and ties behave the same).
-//! Detection: the first entry whose subtype is `vnd.coreos.ignition+json` and that has a
-//! version decides: 2.x at or above 2.2 gets 2.2; a supported minor gets that minor; a newer
-//! 3.x minor than supported gets the newest; anything else is an error (no fallback). No such
-//! entry at all gets 2.2.
-
+//! Detection ([`negotiate`]): the first entry whose subtype is `vnd.coreos.ignition+json` and
+//! that has a version decides: 2.x at or above 2.2 gets 2.2; a supported minor gets that
+//! minor; a newer 3.x minor than supported gets the newest (3.6); anything else is an error (no
+//! fallback). No such entry at all gets 2.2.
+//!
+//! The version served then follows the cluster ([`choose`]): 3.6 is answered only from a
+//! rendered config of spec 3.6 (an MCO that renders 3.6, PR #6236). From a rendered config of
+//! 3.5 or older a request for 3.6 or newer gets 3.5, exactly as the original at 7ff337a4f
+//! answers it: the served config embeds the MachineConfig at the served spec, and a
+//! machine-config-daemon that cannot read 3.6 would fail the node's first boot.
 use super::gostd::parse_float32;
 use super::version::{GoSemver, SpecVersion};
 
@@ -34,11 +39,41 @@ const IGNITION_SUBTYPE: &str = "vnd.coreos.ignition+json";
 struct AcceptEntry<'a> {
     subtype: &'a str,
     version: Option<GoSemver>,
+    /// The `version` parameter as written, when it parsed.
+    version_text: &'a str,
     q: f32,
+}
+
+/// Which rule of the negotiation picked the requested version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// No Ignition media type with a version: 2.2, the original's default (curl, old clients).
+    NoIgnitionVersion,
+    /// A 2.x version at or above 2.2: 2.2, the only 2.x spec served.
+    Spec2,
+    /// A 3.x minor this server serves (the patch level and any pre-release are ignored).
+    SupportedMinor,
+    /// A 3.x minor newer than any this server knows: the newest it knows.
+    NewerMinor,
+}
+
+/// The outcome of negotiating an Accept header: the version asked for, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Negotiated {
+    /// The spec version the request asks for (3.6 stands for "3.6 or newer").
+    pub version: SpecVersion,
+    pub rule: Rule,
+    /// The `version` parameter of the deciding media range, as written.
+    pub asked: Option<String>,
 }
 
 /// Pick the spec version to serve for an `Accept` header (`None` when absent).
 pub fn negotiate(header: Option<&str>) -> Result<SpecVersion, UnsupportedVersion> {
+    negotiate_with_rule(header).map(|n| n.version)
+}
+
+/// [`negotiate`], with the rule that decided.
+pub fn negotiate_with_rule(header: Option<&str>) -> Result<Negotiated, UnsupportedVersion> {
     let raw = header.unwrap_or("");
     let entries = parse_accept(raw);
     let v2_2 = GoSemver::new(2, 2, 0);
@@ -49,21 +84,44 @@ pub fn negotiate(header: Option<&str>) -> Result<SpecVersion, UnsupportedVersion
         let Some(requested) = &entry.version else {
             continue;
         };
+        let decided = |version, rule| {
+            Ok(Negotiated {
+                version,
+                rule,
+                asked: Some(entry.version_text.to_string()),
+            })
+        };
         if requested.major == 2 && requested.compare(&v2_2).is_ge() {
-            return Ok(SpecVersion::V2_2);
+            return decided(SpecVersion::V2_2, Rule::Spec2);
         }
         if let Some(version) = SpecVersion::from_major_minor(requested.major, requested.minor) {
-            return Ok(version);
+            return decided(version, Rule::SupportedMinor);
         }
         let (newest_major, newest_minor) = SpecVersion::NEWEST.major_minor();
         if requested.major == newest_major && requested.minor > newest_minor {
-            return Ok(SpecVersion::NEWEST);
+            return decided(SpecVersion::NEWEST, Rule::NewerMinor);
         }
         return Err(UnsupportedVersion {
             header: raw.to_string(),
         });
     }
-    Ok(SpecVersion::V2_2)
+    Ok(Negotiated {
+        version: SpecVersion::V2_2,
+        rule: Rule::NoIgnitionVersion,
+        asked: None,
+    })
+}
+
+/// The version served for a request of `requested` ([`negotiate`]) from a rendered config of
+/// spec `rendered` ([`super::rendered_spec`]): 3.6 only from a 3.6 config (PR #6236's rule:
+/// 3.6 to 3.6 and newer requests); from 3.5 or older, 3.5 (the original at 7ff337a4f). Every
+/// other request is served as asked (translated down from the rendered config's spec).
+pub fn choose(requested: SpecVersion, rendered: SpecVersion) -> SpecVersion {
+    if requested == SpecVersion::V3_6 && rendered < SpecVersion::V3_6 {
+        SpecVersion::LEGACY_NEWEST
+    } else {
+        requested
+    }
 }
 
 fn parse_accept(input: &str) -> Vec<AcceptEntry<'_>> {
@@ -75,6 +133,7 @@ fn parse_accept(input: &str) -> Vec<AcceptEntry<'_>> {
             continue;
         };
         let mut version = None;
+        let mut version_text = "";
         let mut q = None;
         for extension in parts {
             let Some((key, val)) = extension.split_once('=') else {
@@ -82,6 +141,7 @@ fn parse_accept(input: &str) -> Vec<AcceptEntry<'_>> {
             };
             if key == "version" && version.is_none() {
                 version = GoSemver::parse(val);
+                version_text = val;
             } else if key == "q" && q.is_none() {
                 q = parse_float32(val);
             }
@@ -89,6 +149,7 @@ fn parse_accept(input: &str) -> Vec<AcceptEntry<'_>> {
         entries.push(AcceptEntry {
             subtype,
             version,
+            version_text,
             q: q.unwrap_or(1.0),
         });
     }
@@ -239,9 +300,10 @@ mod tests {
     #[test]
     fn vector_2_supported_and_newer_minors() {
         assert_eq!(neg(&format!("{I};version=3.4.7")), Ok(SpecVersion::V3_4));
+        // 3.6 and newer ask for the newest; what is served follows the rendered config.
         assert_eq!(
             neg(&format!("{I};version=3.99.0, */*;q=0.1")),
-            Ok(SpecVersion::V3_5)
+            Ok(SpecVersion::V3_6)
         );
         assert_eq!(
             neg("foo/vnd.coreos.ignition+json;version=3.3.0"),
@@ -252,7 +314,12 @@ mod tests {
             neg(&format!("{I};version=2.2.0-rc1")),
             Ok(SpecVersion::V2_2)
         );
-        assert_eq!(neg(&format!("{I};version=3.6.0")), Ok(SpecVersion::V3_5));
+        assert_eq!(neg(&format!("{I};version=3.6.0")), Ok(SpecVersion::V3_6));
+        assert_eq!(neg(&format!("{I};version=3.6.2")), Ok(SpecVersion::V3_6));
+        assert_eq!(
+            neg(&format!("{I};version=3.6.0-experimental")),
+            Ok(SpecVersion::V3_6)
+        );
         assert_eq!(
             neg(&format!("{I};version=3.4.0, */*;q=0.1")),
             Ok(SpecVersion::V3_4)
@@ -352,5 +419,47 @@ mod tests {
             neg("/vnd.coreos.ignition+json;version=3.2.0"),
             Ok(SpecVersion::V3_2)
         );
+    }
+
+    #[test]
+    fn the_rule_that_decided_is_reported() {
+        let rule = |h: &str| negotiate_with_rule(Some(h)).map(|n| (n.version, n.rule, n.asked));
+        assert_eq!(
+            rule("*/*"),
+            Ok((SpecVersion::V2_2, Rule::NoIgnitionVersion, None))
+        );
+        assert_eq!(
+            rule(&format!("{I};version=2.4.0")),
+            Ok((SpecVersion::V2_2, Rule::Spec2, Some("2.4.0".into())))
+        );
+        assert_eq!(
+            rule(&format!("{I};version=3.6.1, */*;q=0.1")),
+            Ok((
+                SpecVersion::V3_6,
+                Rule::SupportedMinor,
+                Some("3.6.1".into())
+            ))
+        );
+        assert_eq!(
+            rule(&format!("{I};version=3.7.0")),
+            Ok((SpecVersion::V3_6, Rule::NewerMinor, Some("3.7.0".into())))
+        );
+    }
+
+    #[test]
+    fn three_six_is_served_only_from_a_three_six_rendered_config() {
+        for requested in SpecVersion::ALL {
+            let from_3_6 = choose(requested, SpecVersion::V3_6);
+            assert_eq!(
+                from_3_6, requested,
+                "from 3.6, {requested} is served as asked"
+            );
+            let from_3_5 = choose(requested, SpecVersion::V3_5);
+            if requested == SpecVersion::V3_6 {
+                assert_eq!(from_3_5, SpecVersion::V3_5);
+            } else {
+                assert_eq!(from_3_5, requested);
+            }
+        }
     }
 }

@@ -71,7 +71,7 @@ pub enum ParseError {
     /// `ignition.version` is missing or not a semantic version.
     #[error("parsing Ignition config failed: invalid version. Supported spec versions: {SUPPORTED_MINORS}")]
     InvalidVersion,
-    /// A well-formed version this server does not accept (2.3.0, 3.6.0, ...).
+    /// A well-formed version this server does not accept (2.3.0, 3.7.0, ...).
     #[error("parsing Ignition config failed: unknown version. Supported spec versions: {SUPPORTED_MINORS}")]
     UnknownVersion { version: String },
     /// A 3.x config that its version's validator rejects.
@@ -108,7 +108,7 @@ impl ParseError {
 /// Which validation pass rejected a config during translation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
-    /// Validating the input of a step (the serve path validates the 3.5 config first).
+    /// Validating the input of a step (the serve path validates the 3.5 or 3.6 config first).
     Input,
     /// Validating what a down-translation hop produced.
     Output,
@@ -117,8 +117,10 @@ pub enum Stage {
 /// Why a config could not be expressed in the requested spec.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TranslateError {
-    /// The canonical config does not carry version 3.5.0.
-    #[error("translating to spec {target} failed: config version {found:?} is not 3.5.0")]
+    /// The canonical config carries neither version 3.5.0 nor 3.6.0.
+    #[error(
+        "translating to spec {target} failed: config version {found:?} is neither 3.5.0 nor 3.6.0"
+    )]
     Version { target: SpecVersion, found: String },
     /// A validator rejected the config at `spec` (input of a step or output of a hop).
     #[error("translating to spec {target} failed: {}spec {spec} config:\n{report}", match .stage { Stage::Input => "invalid ", Stage::Output => "converted spec has unexpected fatal error in " })]

@@ -1,7 +1,10 @@
-//! Reading a MachineConfig `spec.config` in any accepted spec (2.0, 2.1, 2.2, 3.0-3.5) into
-//! the canonical 3.5 form, as the original's `ParseAndConvertConfig`: detect the version from
+//! Reading a MachineConfig `spec.config` in any accepted spec (2.0, 2.1, 2.2, 3.0-3.6) into
+//! the canonical form, as the original's `ParseAndConvertConfig`: detect the version from
 //! `ignition.version` only, parse with that version's types (unknown keys dropped), validate
-//! with that version's rules, translate up. Spec 2 goes through [`super::v2`].
+//! with that version's rules, translate up to 3.5. Spec 2 goes through [`super::v2`]. A 3.6
+//! config stays 3.6 (the MCO of PR #6236 would translate everything up to 3.6, masking the
+//! special mode bits of older configs; we keep older configs exactly as the original at
+//! 7ff337a4f reads them, docs/ignition-3.6.md).
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -13,7 +16,8 @@ use super::validate::validate;
 use super::version::{GoSemver, SpecVersion};
 use super::{empty_config, v2, Config};
 
-/// Parse a `spec.config` value. `None` and JSON `null` are the empty 3.5 config.
+/// Parse a `spec.config` value. `None` and JSON `null` are the empty 3.5 config. The result
+/// is canonical 3.5, or canonical 3.6 for a config of spec 3.6 ([`super::spec_of`]).
 pub fn parse_config(raw: Option<&Value>) -> Result<Config, ParseError> {
     match raw {
         None | Some(Value::Null) => Ok(empty_config()),
@@ -58,6 +62,7 @@ fn parse_value(value: Value) -> Result<Config, ParseError> {
     let version_text = version_string(&value)?;
     let version = GoSemver::parse(&version_text).ok_or(ParseError::InvalidVersion)?;
     let spec3 = [
+        SpecVersion::V3_6,
         SpecVersion::V3_5,
         SpecVersion::V3_4,
         SpecVersion::V3_3,
@@ -73,7 +78,8 @@ fn parse_value(value: Value) -> Result<Config, ParseError> {
     }
 }
 
-/// Parse a 3.x config with its own version's types, then carry it into the 3.5 structs.
+/// Parse a 3.x config with its own version's types, then carry it into the canonical structs
+/// (3.5's, which are 3.6's as well).
 fn parse_v3(value: Value, spec: SpecVersion, version_text: &str) -> Result<Config, ParseError> {
     use ignition_config as ic;
     let as_json = match spec {
@@ -83,6 +89,7 @@ fn parse_v3(value: Value, spec: SpecVersion, version_text: &str) -> Result<Confi
         SpecVersion::V3_3 => through::<ic::v3_3::Config>(value),
         SpecVersion::V3_4 => through::<ic::v3_4::Config>(value),
         SpecVersion::V3_5 | SpecVersion::V2_2 => through::<Config>(value),
+        SpecVersion::V3_6 => through::<ic::v3_6::Config>(value),
     };
     let invalid = |message: String| {
         let mut report = Report::default();
@@ -101,7 +108,7 @@ fn parse_v3(value: Value, spec: SpecVersion, version_text: &str) -> Result<Confi
             version: version_text.to_string(),
             report,
         })?;
-    if spec != SpecVersion::V3_5 {
+    if spec < SpecVersion::V3_5 {
         config.ignition.version = SpecVersion::V3_5.as_str().to_string();
     }
     Ok(config)

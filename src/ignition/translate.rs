@@ -1,9 +1,12 @@
-//! Serving a canonical 3.5 config in an older spec, as the original's serve path does:
-//! validate the whole config with the 3.5 rules, then run the down-translation hops
-//! 3.5→3.4→3.3→3.2→3.1→3.0 (the last one is ours) or 3.2→2.2, each with its own failure checks
+//! Serving a canonical config in the spec asked for, as the original's serve path does:
+//! validate the whole config with the rules of its own spec (3.5, or 3.6 for a rendered config
+//! of spec 3.6), then run the down-translation hops 3.6→3.5 (PR #6236's `v36tov35`)
+//! →3.4→3.3→3.2→3.1→3.0 (the last one is ours) or 3.2→2.2, each with its own failure checks
 //! and an output validation with the older spec's rules. A 3.x result is finally read into
 //! that spec's own types and compared with what we meant to send, so a field the older spec
-//! cannot carry is an error, never silently dropped.
+//! cannot carry is an error, never silently dropped. A canonical 3.5 config asked for as 3.6
+//! goes up as Ignition's own 3.5→3.6 translation does (special mode bits masked); the server
+//! never asks for that ([`super::accept::choose`] serves 3.6 only from a 3.6 config).
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -19,25 +22,27 @@ use super::{v2, Config};
 
 /// Validate, translate and shape `config` for `target`, as a JSON value without empty members.
 pub fn to_value_as(config: &Config, target: SpecVersion) -> Result<Value, TranslateError> {
-    let version_ok =
-        GoSemver::parse(&config.ignition.version).is_some_and(|v| v.is_exactly(SpecVersion::V3_5));
-    if !version_ok {
-        return Err(TranslateError::Version {
-            target,
-            found: config.ignition.version.clone(),
-        });
-    }
+    let source = match GoSemver::parse(&config.ignition.version) {
+        Some(v) if v.is_exactly(SpecVersion::V3_5) => SpecVersion::V3_5,
+        Some(v) if v.is_exactly(SpecVersion::V3_6) => SpecVersion::V3_6,
+        _ => {
+            return Err(TranslateError::Version {
+                target,
+                found: config.ignition.version.clone(),
+            })
+        }
+    };
     let mut cfg =
         round_trip(config).map_err(|detail| TranslateError::Serialize { target, detail })?;
-    validate(&cfg, SpecVersion::V3_5)
+    validate(&cfg, source)
         .into_result()
         .map_err(|report| TranslateError::Invalid {
             target,
-            spec: SpecVersion::V3_5,
+            spec: source,
             stage: Stage::Input,
             report,
         })?;
-    if target == SpecVersion::V3_5 {
+    if target == SpecVersion::V3_5 && source == SpecVersion::V3_5 {
         let mut value = serde_json::to_value(&cfg).map_err(|e| TranslateError::Serialize {
             target,
             detail: e.to_string(),
@@ -45,13 +50,27 @@ pub fn to_value_as(config: &Config, target: SpecVersion) -> Result<Value, Transl
         strip_empty(&mut value);
         return Ok(value);
     }
+    if target == SpecVersion::V3_6 {
+        if source == SpecVersion::V3_5 {
+            up_3_5_to_3_6(&mut cfg);
+            validate_translated(&cfg, SpecVersion::V3_6)
+                .into_result()
+                .map_err(|report| TranslateError::Invalid {
+                    target,
+                    spec: SpecVersion::V3_6,
+                    stage: Stage::Output,
+                    report,
+                })?;
+        }
+        return shape_3x(&cfg, target);
+    }
     // The 2.2 hop starts from 3.2; every other target is reached through each 3.x minor.
     let last_3x = if target == SpecVersion::V2_2 {
         SpecVersion::V3_2
     } else {
         target
     };
-    let mut current = SpecVersion::V3_5;
+    let mut current = source;
     while current != last_3x {
         let Some(next) = current.previous_3x() else {
             break;
@@ -94,12 +113,13 @@ fn hop_down(
     target: SpecVersion,
 ) -> Result<(), TranslateError> {
     match next {
+        SpecVersion::V3_5 => hop_3_6_to_3_5(cfg, target)?,
         SpecVersion::V3_4 => hop_3_5_to_3_4(cfg, target)?,
         SpecVersion::V3_3 => hop_3_4_to_3_3(cfg, target)?,
         SpecVersion::V3_2 => hop_3_3_to_3_2(cfg, target)?,
         SpecVersion::V3_1 => hop_3_2_to_3_1(cfg, target)?,
         SpecVersion::V3_0 => hop_3_1_to_3_0(cfg, target)?,
-        SpecVersion::V3_5 | SpecVersion::V2_2 => {}
+        SpecVersion::V3_6 | SpecVersion::V2_2 => {}
     }
     cfg.ignition.version = next.as_str().to_string();
     validate_translated(cfg, next)
@@ -110,6 +130,77 @@ fn hop_down(
             stage: Stage::Output,
             report,
         })
+}
+
+/// The special bits of a mode: setuid, setgid, sticky.
+const SPECIAL_BITS: i64 = 0o7000;
+
+/// 3.6→3.5, as `v36tov35.Translate` (ign-converter as vendored by the MCO in PR #6236): the
+/// structs are the same, but what 3.6 honours 3.5 cannot say. Special mode bits on a file or a
+/// directory fail (Ignition before 3.6 ignored them: "fail translation to avoid silently
+/// breaking working functionality"), and so does a custom Clevis pin other than `tpm2`, `tang`
+/// and `sss` (3.6 takes any pin). Checked in the order of PR #6236's reflective walk
+/// (`checkValue`): directories, then files, then LUKS volumes. Deliberate deviation: an empty
+/// pin (`""`, the no-op custom block both specs accept) is not an "arbitrary pin"; PR #6236
+/// refuses it because it only asks whether the pin pointer is set.
+fn hop_3_6_to_3_5(cfg: &mut Config, target: SpecVersion) -> Result<(), TranslateError> {
+    const SPECIAL: &str = "special mode bits are not supported in spec v3.5";
+    let Some(storage) = &cfg.storage else {
+        return Ok(());
+    };
+    for (i, dir) in storage.directories.iter().flatten().enumerate() {
+        if special_mode(dir.mode) {
+            return Err(unsupported(
+                target,
+                format!("storage.directories[{i}].mode"),
+                SPECIAL,
+            ));
+        }
+    }
+    for (i, file) in storage.files.iter().flatten().enumerate() {
+        if special_mode(file.mode) {
+            return Err(unsupported(
+                target,
+                format!("storage.files[{i}].mode"),
+                SPECIAL,
+            ));
+        }
+    }
+    for (i, luks) in storage.luks.iter().flatten().enumerate() {
+        let pin = luks
+            .clevis
+            .as_ref()
+            .and_then(|c| c.custom.as_ref())
+            .and_then(|c| c.pin.as_deref());
+        if let Some(pin) = pin.filter(|p| !p.is_empty() && !["tpm2", "tang", "sss"].contains(p)) {
+            return Err(unsupported(
+                target,
+                format!("storage.luks[{i}].clevis.custom.pin"),
+                format!("arbitrary custom clevis pin '{pin}' is not supported in spec v3.5"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// 3.5→3.6 as Ignition's `config/v3_6/translate` (`translateFileEmbedded1`,
+/// `translateDirectoryEmbedded1`): the special bits of file and directory modes are masked,
+/// because Ignition before 3.6 never applied them.
+fn up_3_5_to_3_6(cfg: &mut Config) {
+    cfg.ignition.version = SpecVersion::V3_6.as_str().to_string();
+    let Some(storage) = &mut cfg.storage else {
+        return;
+    };
+    for dir in storage.directories.iter_mut().flatten() {
+        if let Some(mode) = &mut dir.mode {
+            *mode &= !SPECIAL_BITS;
+        }
+    }
+    for file in storage.files.iter_mut().flatten() {
+        if let Some(mode) = &mut file.mode {
+            *mode &= !SPECIAL_BITS;
+        }
+    }
 }
 
 /// 3.5→3.4: spec 3.4 has no `cex`. Deliberate deviation: the original drops an enabled cex
@@ -158,7 +249,7 @@ fn check_resource_3_3(
 }
 
 fn special_mode(mode: Option<i64>) -> bool {
-    mode.is_some_and(|m| m & 0o7000 != 0)
+    mode.is_some_and(|m| m & SPECIAL_BITS != 0)
 }
 
 /// 3.4→3.3: no Tang offline provisioning, LUKS discard/openOptions, special mode bits or
@@ -420,6 +511,7 @@ fn shape_3x(cfg: &Config, target: SpecVersion) -> Result<Value, TranslateError> 
         SpecVersion::V3_3 => through::<ic::v3_3::Config>(&value),
         SpecVersion::V3_4 => through::<ic::v3_4::Config>(&value),
         SpecVersion::V3_5 | SpecVersion::V2_2 => Ok(value.clone()),
+        SpecVersion::V3_6 => through::<ic::v3_6::Config>(&value),
     }
     .map_err(|detail| TranslateError::Serialize { target, detail })?;
     if let Some(field) = first_difference(&value, &back, "") {

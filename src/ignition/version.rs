@@ -14,11 +14,13 @@ pub enum SpecVersion {
     V3_3,
     V3_4,
     V3_5,
+    V3_6,
 }
 
 impl SpecVersion {
-    /// Every servable version, oldest first.
-    pub const ALL: [SpecVersion; 7] = [
+    /// Every servable version, oldest first. 3.6 is served only for a rendered config of
+    /// spec 3.6 (see [`super::accept::choose`]).
+    pub const ALL: [SpecVersion; 8] = [
         Self::V2_2,
         Self::V3_0,
         Self::V3_1,
@@ -26,9 +28,13 @@ impl SpecVersion {
         Self::V3_3,
         Self::V3_4,
         Self::V3_5,
+        Self::V3_6,
     ];
-    /// The newest version, the canonical internal one.
-    pub const NEWEST: SpecVersion = Self::V3_5;
+    /// The newest version this server knows (what a request for a newer 3.x minor asks for).
+    pub const NEWEST: SpecVersion = Self::V3_6;
+    /// The newest version of the original server at 7ff337a4f, and the spec every rendered
+    /// config of spec 3.5 or older is held in (see [`super::Config`]).
+    pub const LEGACY_NEWEST: SpecVersion = Self::V3_5;
 
     /// Full semver string as written in `ignition.version`, e.g. `"3.5.0"`.
     pub fn as_str(self) -> &'static str {
@@ -40,6 +46,7 @@ impl SpecVersion {
             Self::V3_3 => "3.3.0",
             Self::V3_4 => "3.4.0",
             Self::V3_5 => "3.5.0",
+            Self::V3_6 => "3.6.0",
         }
     }
 
@@ -53,6 +60,7 @@ impl SpecVersion {
             Self::V3_3 => (3, 3),
             Self::V3_4 => (3, 4),
             Self::V3_5 => (3, 5),
+            Self::V3_6 => (3, 6),
         }
     }
 
@@ -66,6 +74,7 @@ impl SpecVersion {
     /// The next older 3.x version (the target of a down-translation hop from `self`).
     pub(crate) fn previous_3x(self) -> Option<SpecVersion> {
         match self {
+            Self::V3_6 => Some(Self::V3_5),
             Self::V3_5 => Some(Self::V3_4),
             Self::V3_4 => Some(Self::V3_3),
             Self::V3_3 => Some(Self::V3_2),
@@ -83,7 +92,7 @@ impl fmt::Display for SpecVersion {
 }
 
 /// The supported minor versions as the original lists them in its error messages.
-pub(crate) const SUPPORTED_MINORS: &str = "2.2,3.0,3.1,3.2,3.3,3.4,3.5";
+pub(crate) const SUPPORTED_MINORS: &str = "2.2,3.0,3.1,3.2,3.3,3.4,3.5,3.6";
 
 /// A version parsed the way `go-semver` parses it: `X.Y.Z[-pre][+meta]`, decimal numbers
 /// (leading zeros allowed), identifiers of `[0-9A-Za-z-]` separated by dots.
@@ -211,7 +220,9 @@ mod tests {
         assert_eq!(SpecVersion::V3_5.as_str(), "3.5.0");
         assert_eq!(SpecVersion::V2_2.to_string(), "2.2.0");
         assert!(SpecVersion::V2_2 < SpecVersion::V3_0);
-        assert_eq!(SpecVersion::NEWEST, SpecVersion::V3_5);
+        assert_eq!(SpecVersion::NEWEST, SpecVersion::V3_6);
+        assert_eq!(SpecVersion::V3_6.previous_3x(), Some(SpecVersion::V3_5));
+        assert_eq!(SpecVersion::from_major_minor(3, 6), Some(SpecVersion::V3_6));
         assert_eq!(SpecVersion::from_major_minor(3, 4), Some(SpecVersion::V3_4));
         assert_eq!(SpecVersion::from_major_minor(2, 1), None);
     }

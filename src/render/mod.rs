@@ -51,8 +51,9 @@ pub enum RenderError {
     /// An input exists but is broken (500).
     #[error("{0}")]
     InvalidInput(String),
-    /// `spec.config` could not be parsed (500).
-    #[error("machine config {name:?}: {source}")]
+    /// `spec.config` could not be parsed (500). The cause is the source, not repeated here:
+    /// the log and `explain` print the chain ([`crate::telemetry::ErrorChain`]).
+    #[error("machine config {name:?}")]
     Parse {
         name: String,
         #[source]
@@ -61,8 +62,8 @@ pub enum RenderError {
     /// Kernel arguments cannot be migrated for a spec below 3.3 (500).
     #[error("failed to migrate kernel args: can't serve version {0} with ignition KernelArguments.ShouldNotExist populated")]
     KernelArguments(SpecVersion),
-    /// The config cannot be expressed in the requested spec (500).
-    #[error("machine config {name:?}: {source}")]
+    /// The config cannot be expressed in the requested spec (500). The cause is the source.
+    #[error("machine config {name:?}")]
     Translate {
         name: String,
         #[source]
@@ -149,11 +150,14 @@ pub fn waiting_for(snapshot: &Snapshot, pool: &str) -> Vec<Input> {
     needed
 }
 
-/// Render the Ignition config for `pool` at spec `version` from `snapshot`.
+/// Render the Ignition config for `pool` from `snapshot` for a request of spec `requested`
+/// (what [`ignition::accept::negotiate`] made of the Accept header). The spec served follows
+/// the rendered config too ([`ignition::accept::choose`]: 3.6 only from a 3.6 config) and is
+/// [`Rendered::version`].
 pub fn render(
     snapshot: &Snapshot,
     pool: &str,
-    version: SpecVersion,
+    requested: SpecVersion,
 ) -> Result<Rendered, RenderError> {
     let waiting = waiting_for(snapshot, pool);
     if !waiting.is_empty() {
@@ -161,6 +165,7 @@ pub fn render(
     }
     let machine_config = select_machine_config(snapshot, pool)?;
     let name = machine_config.metadata.name.clone().unwrap_or_default();
+    let version = served_version(&machine_config, requested);
     let decision = layered_decision(snapshot, pool, &machine_config);
     let image = decision.as_ref().and_then(|d| d.image.clone());
 
@@ -220,6 +225,19 @@ pub fn render(
         image,
         layered: decision,
     })
+}
+
+/// The spec served for a request of `requested` from `machine_config` (the pool's rendered
+/// config): [`ignition::accept::choose`] with the spec its `ignition.version` names.
+pub fn served_version(machine_config: &MachineConfig, requested: SpecVersion) -> SpecVersion {
+    let version = ignition::version_text(machine_config.spec.config.as_ref());
+    ignition::accept::choose(requested, ignition::rendered_spec(version))
+}
+
+/// The pool's rendered MachineConfig, as a render picks it; `None` when the render would fail
+/// before reading it (for `explain`, which reports that failure from the render itself).
+pub fn rendered_machine_config(snapshot: &Snapshot, pool: &str) -> Option<Arc<MachineConfig>> {
+    select_machine_config(snapshot, pool).ok()
 }
 
 /// Step 1: the rendered MachineConfig for the pool, with the original's status-code rules.

@@ -293,11 +293,17 @@ async fn answer_config(
     // A render happened (not a cached answer): news for the pool's events, once per input
     // generation whatever the request rate.
     if lookup.outcome == CacheOutcome::Miss {
-        report_render(state, &pool, version, lookup.result.as_ref().err());
+        let served = lookup.result.as_ref().map_or(version, |r| r.version);
+        report_render(state, &pool, served, lookup.result.as_ref().err());
     }
     match lookup.result {
         Ok(rendered) => {
             observed.rendered_config = Some(rendered.rendered_config.clone());
+            // The spec served follows the rendered config too (3.6 only from a 3.6 config):
+            // the log, the metrics and the pool board carry what was served.
+            let version = rendered.version;
+            telemetry::record_spec_version(&tracing::Span::current(), version);
+            observed.version = Some(version);
             tracing::debug!(%pool, spec_version = %version, bytes = rendered.body.len(), cache = lookup.outcome.as_str(), "config served");
             if let Some(decision) = &rendered.layered {
                 state.layered.observe(

@@ -29,10 +29,16 @@ pub fn fixture_dir() -> PathBuf {
 /// Namespace and Service and the `kubeconfig-data` ConfigMap without a CA bundle (in their
 /// namespaces, created first as on a real API server).
 pub fn load_realistic_cluster(api: &impl FixtureApi) {
+    load_cluster_from(api, &fixture_dir());
+}
+
+/// [`load_realistic_cluster`] from another bootstrap directory of the same layout (e.g.
+/// `bootstrap-3.6`).
+pub fn load_cluster_from(api: &impl FixtureApi, fixture_dir: &Path) {
     // The installer's bootstrap copy leaves fields the cluster's CRD requires absent or null;
     // the operator fills them in the cluster. The CA fields are nullable `format: byte`: null is
     // valid, "" is not (kube-apiserver answers 422, api-corpus step cc-empty-bytes).
-    let path = fixture_dir().join("controller-config/machine-config-controller.yaml");
+    let path = fixture_dir.join("controller-config/machine-config-controller.yaml");
     let mut controller_config: Value =
         serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let spec = controller_config["spec"].as_object_mut().unwrap();
@@ -54,7 +60,7 @@ pub fn load_realistic_cluster(api: &impl FixtureApi) {
     }
     api.apply_object(&controller_config).unwrap();
     for dir in ["machine-configs", "machine-pools"] {
-        if let Err(e) = api.load_yaml_dir(&fixture_dir().join(dir)) {
+        if let Err(e) = api.load_yaml_dir(&fixture_dir.join(dir)) {
             panic!("loading {dir}: {e}");
         }
     }

@@ -50,6 +50,46 @@ pub fn run_ignition_validate(dir: &Path, value: &Value) -> (bool, String) {
     (output.status.success(), report)
 }
 
+/// `MCS_IGNITION_VALIDATE`: `ignition-validate` of Ignition 2.26 or newer (the
+/// `ignition_current` tier), which knows every 3.x spec we serve, 3.6 included.
+pub const IGNITION_VALIDATE_CURRENT: &str = "MCS_IGNITION_VALIDATE";
+
+/// Run the current `ignition-validate` on `value` (any 3.x spec); panics with its report when it
+/// rejects it. Returns the report (its warnings) of an accepted config.
+pub fn ignition_validate_current(dir: &Path, label: &str, value: &Value) -> String {
+    let (accepted, report) = run_ignition_validate_current(dir, value);
+    assert!(
+        accepted,
+        "ignition-validate (current) rejected {label}: {report}\n{value}"
+    );
+    report
+}
+
+/// Run the current `ignition-validate` on `value` as is: (accepted, report).
+pub fn run_ignition_validate_current(dir: &Path, value: &Value) -> (bool, String) {
+    let binary = std::env::var_os(IGNITION_VALIDATE_CURRENT)
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| {
+            panic!("{IGNITION_VALIDATE_CURRENT} is not set (tier ignition_current)")
+        });
+    run_validator(Path::new(&binary), dir, value)
+}
+
+fn run_validator(binary: &Path, dir: &Path, value: &Value) -> (bool, String) {
+    let file = dir.join("config.ign");
+    std::fs::write(&file, serde_json::to_vec(value).expect("JSON")).expect("write temp file");
+    let output = Command::new(binary)
+        .arg(&file)
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", binary.display()));
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), report)
+}
+
 /// The compiled upstream JSON schema of spec `3.N` (`minor` = N, 0 to 6), for
 /// `#[tier(upstream)]` tests.
 pub fn schema(minor: u8) -> jsonschema::Validator {

@@ -83,6 +83,9 @@ impl Validator {
             let custom_path = join_key(&clevis_path, "custom");
             match custom.pin.as_deref() {
                 Some("tpm2" | "tang" | "sss") => {}
+                // Spec 3.6 takes any custom pin (Ignition 2.25+, `ClevisCustom.Validate` of
+                // config/v3_6/types/clevis.go); older specs know these three only.
+                Some(pin) if !pin.is_empty() && self.spec >= SpecVersion::V3_6 => {}
                 Some(pin) if !pin.is_empty() => {
                     self.add(join_key(&custom_path, "pin"), "unsupported clevis pin")
                 }

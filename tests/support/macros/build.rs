@@ -33,6 +33,7 @@ const LIBFAKETIME_PATHS: [&str; 3] = [
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     for var in [
+        "MCS_IGNITION_VALIDATE",
         "MCS_UPSTREAM_ASSETS",
         "KUBEBUILDER_ASSETS",
         "MCS_OPENSSL_FIPS_DIR",
@@ -89,6 +90,7 @@ fn main() {
         .find(|path| path.is_file())
         .map(watch)
         .ok_or_else(|| "needs libfaketime: apt-get install libfaketime".to_string());
+    let ignition_current = ignition_current();
     let real = env_dir("KUBEBUILDER_ASSETS")
         .filter(|dir| dir.join("kube-apiserver").is_file())
         .map(|dir| watch(&dir.join("kube-apiserver")))
@@ -125,6 +127,7 @@ fn main() {
         ("PROMTOOL", promtool),
         ("IGNITION", ignition),
         ("LIBFAKETIME", libfaketime),
+        ("IGNITION_CURRENT", ignition_current),
         ("REAL_APISERVER", real),
         ("IN_TEST_APISERVER", in_test),
         ("OPENSSL_FIPS", openssl_fips),
@@ -135,6 +138,58 @@ fn main() {
             Err(reason) => reason,
         };
         println!("cargo:rustc-env=MCS_TIER_{tier}={value}");
+    }
+}
+
+/// The oldest Ignition whose validator knows spec 3.6.0 (stable since Ignition 2.26.0).
+const IGNITION_CURRENT_MIN: (u64, u64) = (2, 26);
+
+/// `ignition-validate` of a current Ignition (2.26 or newer, which knows spec 3.6), named by
+/// `MCS_IGNITION_VALIDATE`: no distribution this project installs from ships one (Debian has
+/// 2.14), so it is a binary built where the tests run. It must say its version.
+fn ignition_current() -> Result<(), String> {
+    let Some(path) = std::env::var_os("MCS_IGNITION_VALIDATE").filter(|v| !v.is_empty()) else {
+        return Err(format!(
+            "needs ignition-validate of Ignition {}.{} or newer (spec 3.6): set MCS_IGNITION_VALIDATE to it (Debian's 2.14 stops at 3.3)",
+            IGNITION_CURRENT_MIN.0, IGNITION_CURRENT_MIN.1
+        ));
+    };
+    let path = PathBuf::from(path);
+    if !path.is_file() {
+        return Err(format!(
+            "MCS_IGNITION_VALIDATE={} is not a file",
+            path.display()
+        ));
+    }
+    watch(&path);
+    let output = std::process::Command::new(&path)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("MCS_IGNITION_VALIDATE={}: {e}", path.display()))?;
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    let version = text
+        .split(|c: char| c.is_whitespace() || c == 'v')
+        .find_map(|word| {
+            let mut parts = word.split('.').map(str::parse::<u64>);
+            match (parts.next(), parts.next()) {
+                (Some(Ok(major)), Some(Ok(minor))) => Some((major, minor)),
+                _ => None,
+            }
+        });
+    match version {
+        Some(v) if v >= IGNITION_CURRENT_MIN => Ok(()),
+        Some((major, minor)) => Err(format!(
+            "MCS_IGNITION_VALIDATE={} is Ignition {major}.{minor}, older than {}.{}",
+            path.display(),
+            IGNITION_CURRENT_MIN.0,
+            IGNITION_CURRENT_MIN.1
+        )),
+        None => Err(format!(
+            "MCS_IGNITION_VALIDATE={}: --version says no version ({})",
+            path.display(),
+            text.trim()
+        )),
     }
 }
 

@@ -9,6 +9,8 @@
 //! - `promtool`: Prometheus' `promtool` on `PATH`;
 //! - `ignition`: Debian's `ignition` (the real client and `ignition-validate`);
 //! - `libfaketime`: Debian's `libfaketime` (a replica whose wall clock runs ahead);
+//! - `ignition_current`: `ignition-validate` of Ignition 2.26 or newer (spec 3.6), named by
+//!   `MCS_IGNITION_VALIDATE` (built where the tests run; no package ships one);
 //! - `real_apiserver`: a real kube-apiserver named by `KUBEBUILDER_ASSETS`;
 //! - `in_test_apiserver`: the in-test API server is the one tests get (`KUBEBUILDER_ASSETS`
 //!   unset), for tests that change the cluster while the code under test sees an outage;
@@ -31,13 +33,14 @@ pub fn tier(attribute: TokenStream, item: TokenStream) -> TokenStream {
             "promtool" => env!("MCS_TIER_PROMTOOL"),
             "ignition" => env!("MCS_TIER_IGNITION"),
             "libfaketime" => env!("MCS_TIER_LIBFAKETIME"),
+            "ignition_current" => env!("MCS_TIER_IGNITION_CURRENT"),
             "real_apiserver" => env!("MCS_TIER_REAL_APISERVER"),
             "in_test_apiserver" => env!("MCS_TIER_IN_TEST_APISERVER"),
             "openssl_fips" => env!("MCS_TIER_OPENSSL_FIPS"),
             "haproxy" => env!("MCS_TIER_HAPROXY"),
             other => {
                 return compile_error(&format!(
-                    "unknown tier {other:?}: upstream, promtool, ignition, libfaketime, real_apiserver, in_test_apiserver, openssl_fips or haproxy"
+                    "unknown tier {other:?}: upstream, promtool, ignition, ignition_current, libfaketime, real_apiserver, in_test_apiserver, openssl_fips or haproxy"
                 ))
             }
         };
