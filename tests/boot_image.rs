@@ -105,16 +105,19 @@ fn a_too_old_ignition_is_refused_with_a_status_it_retries() {
         refused >= unavailable as f64 && refused <= unavailable as f64 + 1.0,
         "{refused} refusals, {unavailable} attempts"
     );
-    // One log line for the pool, however many retries.
-    let output = server.output();
-    assert_eq!(
+    // One log line for the pool, however many retries (read from the process's output: waited
+    // for, then counted).
+    let told = |output: &str| {
         output
             .lines()
             .filter(|l| l.contains("refusing config requests from an Ignition older"))
-            .count(),
-        1,
-        "{output}"
-    );
+            .count()
+    };
+    poll("the refusal's log line", DEADLINE, || {
+        (told(&server.output()) > 0).then_some(())
+    });
+    let output = server.output();
+    assert_eq!(told(&output), 1, "{output}");
 
     // A new enough boot image is served at once; so is a client that names no release.
     for agent in [Some("Ignition/2.20.0"), None] {

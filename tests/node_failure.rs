@@ -124,12 +124,16 @@ fn bootstrap_mode_answers_as_upstream_logs_counts_and_shows_the_report() {
         429
     );
 
-    // Logged (sanitized), counted, and on /status.
+    // Logged (sanitized; the line is read from the process's output, so waited for), counted,
+    // and on /status.
+    let line = poll("the report's log line", DEADLINE, || {
+        server
+            .output()
+            .lines()
+            .find(|l| l.contains("machine reported a first-boot failure"))
+            .map(str::to_owned)
+    });
     let output = server.output();
-    let line = output
-        .lines()
-        .find(|l| l.contains("machine reported a first-boot failure"))
-        .unwrap_or_else(|| panic!("no log line:\n{output}"));
     assert!(
         line.contains("127.0.0.2") && line.contains("firstboot-update"),
         "{line}"

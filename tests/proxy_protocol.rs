@@ -229,9 +229,13 @@ fn machines_behind_haproxy_are_told_apart_by_the_proxy_protocol() {
             .any(|l| l.contains("config request answered") && l.contains(&format!("{BALANCER}:"))),
         "a request line names the balancer:\n{output}"
     );
-    assert!(output
-        .lines()
-        .any(|l| l.contains("first-boot failure") && l.contains("127.0.0.4")));
+    poll("the failure report's log line", DEADLINE, || {
+        server
+            .output()
+            .lines()
+            .any(|l| l.contains("first-boot failure") && l.contains("127.0.0.4"))
+            .then_some(())
+    });
 
     // From the balancer's address without a header, from elsewhere with one: closed.
     let direct = mcs::request_from(ip(BALANCER), server.insecure, None, "GET", "/healthz", &[]);
