@@ -22,6 +22,7 @@ use crate::cache::PayloadCache;
 use crate::cli::{self, Cli, Command, RunError, UsageError};
 use crate::crypto::{fips, Crypto};
 use crate::events::EventInputs;
+use crate::ignition::client::IgnitionRelease;
 use crate::mcn::{PublisherInputs, PublisherSettings};
 use crate::metrics::{Metrics, PoolStatusBoard};
 use crate::rights::Grants;
@@ -29,7 +30,10 @@ use crate::server::access::AccessPolicy;
 use crate::server::admin::{self, AdminState};
 use crate::server::layered_decisions::DecisionTracker;
 use crate::server::listener::{self, ConnectionLimits};
+use crate::server::min_ignition::MinIgnition;
+use crate::server::node_failure::FailureIntake;
 use crate::server::notices::EventNotices;
+use crate::server::proxy_protocol::ProxyProtocol;
 use crate::server::served::ServedLog;
 use crate::server::tls::{ReloadOutcome, TlsPolicy, TlsReloader, DEFAULT_RELOAD_INTERVAL};
 use crate::server::{self, AppState};
@@ -60,6 +64,11 @@ pub struct Serving {
     pub tls: TlsPolicy,
     pub access: AccessPolicy,
     pub limits: ConnectionLimits,
+    /// `--proxy-protocol-from`: the balancers that must send a PROXY protocol header on the
+    /// serving ports (`None`: off, connections are served as accepted).
+    pub proxy_protocol: Option<Arc<ProxyProtocol>>,
+    /// `--min-ignition-version`: older Ignition clients are refused (`None`: off).
+    pub min_ignition: Option<IgnitionRelease>,
     /// `--payload-version`, exported as build info.
     pub payload_version: String,
 }
@@ -97,6 +106,8 @@ impl Serving {
             tls: TlsPolicy::intermediate(),
             access: AccessPolicy::default(),
             limits: ConnectionLimits::default(),
+            proxy_protocol: None,
+            min_ignition: None,
             payload_version: String::new(),
         }
     }
@@ -199,6 +210,8 @@ impl Serving {
                 ),
                 ..ConnectionLimits::default()
             },
+            proxy_protocol: cli::proxy_protocol(root)?.map(Arc::new),
+            min_ignition: cli::min_ignition_version(root)?,
             payload_version: root.payload_version.clone(),
         })
     }
@@ -256,6 +269,8 @@ pub struct ServingState {
     pub access: Arc<AccessPolicy>,
     pub served: ServedLog,
     pub events: EventNotices,
+    /// `--min-ignition-version` (`None`: off).
+    pub min_ignition: Option<IgnitionRelease>,
     /// Cluster mode: the features' rights, shown on `/status`.
     pub features: Option<watch::Receiver<Arc<Grants>>>,
 }
@@ -274,6 +289,7 @@ impl ServingState {
             access: Arc::new(AccessPolicy::default()),
             served: ServedLog::default(),
             events: EventNotices::default(),
+            min_ignition: None,
             features: None,
         }
     }
@@ -291,6 +307,8 @@ impl ServingState {
             layered: Arc::new(DecisionTracker::new()),
             served: self.served,
             events: self.events,
+            min_ignition: self.min_ignition.map(|m| Arc::new(MinIgnition::new(m))),
+            failure_intake: Arc::new(FailureIntake::default()),
         };
         Routers {
             public: server::router(state.clone()),
@@ -356,6 +374,14 @@ impl App {
                 "config requests restricted by --allowed-source-cidrs/--require-token-file"
             );
         }
+        if serving.proxy_protocol.is_some() {
+            tracing::info!(
+                "PROXY protocol headers required from --proxy-protocol-from on the serving ports"
+            );
+        }
+        if let Some(minimum) = &serving.min_ignition {
+            tracing::info!(%minimum, "config requests from older Ignition releases are refused (--min-ignition-version)");
+        }
         let served = ServedLog::default();
         let access = Arc::new(serving.access);
         let (routers, background, leading) = match mode {
@@ -374,6 +400,7 @@ impl App {
                     access,
                     served,
                     metrics: metrics.clone(),
+                    min_ignition: serving.min_ignition.clone(),
                     ..ServingState::new(source.snapshots.clone(), ready)
                 }
                 .routers();
@@ -428,6 +455,7 @@ impl App {
                     served,
                     metrics: metrics.clone(),
                     events,
+                    min_ignition: serving.min_ignition.clone(),
                     features: Some(source.rights.subscribe()),
                     ..ServingState::new(source.snapshots.clone(), source.ready.clone())
                 }
@@ -448,7 +476,7 @@ impl App {
         let stopped = tokio::spawn(serve_until_shutdown(
             listeners,
             routers,
-            serving.limits,
+            (serving.limits, serving.proxy_protocol),
             metrics.clone(),
             background,
             shutdown,
@@ -589,7 +617,7 @@ impl Listeners {
 async fn serve_until_shutdown(
     listeners: Listeners,
     routers: Routers,
-    limits: ConnectionLimits,
+    (limits, proxy_protocol): (ConnectionLimits, Option<Arc<ProxyProtocol>>),
     metrics: Arc<Metrics>,
     background: Background,
     shutdown: watch::Receiver<bool>,
@@ -599,13 +627,15 @@ async fn serve_until_shutdown(
         routers.state.cache.clone(),
     ))];
     type TlsConfigs = Option<watch::Receiver<Arc<rustls::ServerConfig>>>;
-    let mut serve = |socket: TcpListener, name: &str, tls: TlsConfigs, router: Router| {
+    // The PROXY protocol applies to the serving ports only, never to the admin listener.
+    let mut serve = |socket: TcpListener, name: &str, tls: TlsConfigs, router: Router, proxy| {
         log_listening(&socket, name, tls.is_some());
         tasks.push(tokio::spawn(listener::serve(
             socket,
             tls,
             router,
             limits.clone(),
+            proxy,
             metrics.clone(),
             wait_for(shutdown.clone()),
         )));
@@ -617,15 +647,22 @@ async fn serve_until_shutdown(
             "secure",
             Some(tls.subscribe()),
             routers.public.clone(),
+            proxy_protocol.clone(),
         );
         reloader = Some(tls);
     }
     if let Some(socket) = listeners.insecure {
-        serve(socket, "insecure", None, routers.public.clone());
+        serve(
+            socket,
+            "insecure",
+            None,
+            routers.public.clone(),
+            proxy_protocol.clone(),
+        );
     }
     if let Some(socket) = listeners.admin {
         // The same hardened accept loop as the serving ports (timeouts, connection cap).
-        serve(socket, "metrics", None, routers.admin.clone());
+        serve(socket, "metrics", None, routers.admin.clone(), None);
     }
     // Until shutdown: the listeners return once drained.
     for task in tasks {

@@ -70,6 +70,17 @@ pub struct RootFlags {
     /// Require `Authorization: Bearer <token>` on config requests, token read from this file.
     #[arg(long, global = true)]
     pub require_token_file: Option<PathBuf>,
+    /// Load balancers in front of the serving ports that send the PROXY protocol (v1 or v2),
+    /// comma-separated CIDRs: connections from there must start with a header naming the client,
+    /// whose address then stands for it; a header from anywhere else closes the connection.
+    /// Empty (the default): off.
+    #[arg(long, global = true, value_delimiter = ',', value_name = "CIDRS")]
+    pub proxy_protocol_from: Vec<String>,
+    /// Refuse config requests (503, which Ignition retries) from Ignition releases older than
+    /// this (`User-Agent: Ignition/<version>`): machines whose boot image is too old wait for a
+    /// newer one. Off by default.
+    #[arg(long, global = true, value_name = "MAJOR.MINOR.PATCH")]
+    pub min_ignition_version: Option<String>,
     /// Maximum concurrent connections per serving port.
     #[arg(long, global = true, default_value_t = 4096)]
     pub max_connections: usize,
@@ -362,6 +373,44 @@ pub fn parse_metrics_address(value: &str) -> Result<Option<SocketAddr>, UsageErr
         .parse()
         .map(Some)
         .map_err(|_| UsageError::value("--metrics-bind-address", value, "expected HOST:PORT"))
+}
+
+/// `--proxy-protocol-from`: `None` when empty (off).
+pub fn proxy_protocol(
+    root: &RootFlags,
+) -> Result<Option<crate::server::proxy_protocol::ProxyProtocol>, UsageError> {
+    use crate::server::access::Cidr;
+    use crate::server::proxy_protocol::{ProxyProtocol, DEFAULT_HEADER_TIMEOUT};
+    let cidrs = root
+        .proxy_protocol_from
+        .iter()
+        .filter(|c| !c.trim().is_empty())
+        .map(|c| {
+            Cidr::parse(c).map_err(|source| UsageError::Access {
+                flag: "--proxy-protocol-from",
+                source,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((!cidrs.is_empty()).then(|| ProxyProtocol::new(cidrs, DEFAULT_HEADER_TIMEOUT)))
+}
+
+/// `--min-ignition-version`: `None` when not given.
+pub fn min_ignition_version(
+    root: &RootFlags,
+) -> Result<Option<crate::ignition::client::IgnitionRelease>, UsageError> {
+    root.min_ignition_version
+        .as_deref()
+        .map(|text| {
+            crate::ignition::client::IgnitionRelease::parse_flag(text).map_err(|_| {
+                UsageError::value(
+                    "--min-ignition-version",
+                    text,
+                    "expected an Ignition release MAJOR.MINOR.PATCH, e.g. 2.20.0",
+                )
+            })
+        })
+        .transpose()
 }
 
 /// `--allowed-source-cidrs` and `--require-token-file` as an access policy.

@@ -17,6 +17,16 @@
 //! - On a Node, when the MachineConfigNode publisher matched the first config served to its
 //!   machine (`FirstConfigServed`: rendered config, image, spec), once per Node uid: the match
 //!   its plan writes the bootstrap record from ([`crate::mcn::plan::Plan::matched`]).
+//! - On a MachineConfigPool, when a machine reported that its first boot failed
+//!   (`FirstbootFailed`, Warning, with upstream's message: node ID, stage, the sanitized
+//!   message and the image's registry), once per report: from the records every replica
+//!   shares, so a report that reached any replica is told (a new leader may tell a report its
+//!   predecessor told already, while the report is not yet on the node's MachineConfigNode).
+//! - On a MachineConfigPool, when config requests from an Ignition older than
+//!   `--min-ignition-version` were refused (`BootImageTooOld`, Warning, naming the versions), at
+//!   most once per pool and ten minutes ([`crate::server::min_ignition`]); as for
+//!   `RenderFailed`, the lease holder's own requests only (the machine retries, and the load
+//!   balancer soon sends a retry there).
 //!
 //! # Who reports, and how often
 //! Only the replica holding the publisher's Lease ([`crate::mcn::lease`]) publishes; the others
@@ -355,6 +365,43 @@ impl Emitter {
                     },
                 })
             }
+            Notice::FirstbootFailed { address, failure } => {
+                let Some(Ok(mcp)) = snapshot.pools.get(&failure.pool) else {
+                    tracing::info!(pool = %failure.pool, %address, "a first-boot failure names a pool that does not exist; no Event");
+                    return None;
+                };
+                Some(PlannedEvent {
+                    regarding: reference(mcp.as_ref()),
+                    event: Event {
+                        type_: EventType::Warning,
+                        reason: "FirstbootFailed".into(),
+                        note: Some(note(crate::server::node_failure::failure_message(&failure))),
+                        action: "ReportFirstbootFailure".into(),
+                        secondary: None,
+                    },
+                })
+            }
+            Notice::IgnitionTooOld {
+                pool,
+                client,
+                minimum,
+            } => {
+                let Some(Ok(mcp)) = snapshot.pools.get(&pool) else {
+                    return None;
+                };
+                Some(PlannedEvent {
+                    regarding: reference(mcp.as_ref()),
+                    event: Event {
+                        type_: EventType::Warning,
+                        reason: "BootImageTooOld".into(),
+                        note: Some(note(format!(
+                            "refused config requests for pool {pool} from Ignition {client}, older than --min-ignition-version {minimum}: the machine's boot image is too old for this cluster; it retries until it boots from a newer boot image"
+                        ))),
+                        action: "RefuseConfig".into(),
+                        secondary: None,
+                    },
+                })
+            }
             Notice::FirstConfigServed { node, record } => {
                 let name = node.name.clone().unwrap_or_default();
                 let image = record
@@ -585,6 +632,7 @@ mod tests {
             rendered_config: "rendered-worker-1".into(),
             image: None,
             spec_version: SpecVersion::V3_4,
+            ignition: None,
             served_at: std::time::SystemTime::UNIX_EPOCH,
         }
     }
@@ -751,6 +799,111 @@ mod tests {
             "{:?}",
             asked.elapsed()
         );
+    }
+
+    #[tokio::test]
+    async fn firstboot_failures_and_old_ignition_refusals_become_warnings_on_their_pool() {
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let mut emitter = Emitter {
+            recorder: Recorder::new(
+                client,
+                Reporter {
+                    controller: REPORTING_CONTROLLER.into(),
+                    instance: None,
+                },
+            ),
+            metrics: Arc::new(Metrics::new()),
+            rights: Rights::fixed(
+                Grants::all_granted(Requirements::new(&Names::openshift())),
+                Arc::new(crate::source::cluster::NoopObserver),
+            ),
+            reported: None,
+            render_failures: HashMap::new(),
+            last_publish: None,
+        };
+        let cluster = snapshot(Vec::new());
+        let failure = crate::server::served::FailureRecord {
+            pool: "layered".into(),
+            node_id: "node-1".into(),
+            stage: "pivot".into(),
+            message: "Failed to pivot".into(),
+            image: "quay.io".into(),
+            reported_at: std::time::SystemTime::UNIX_EPOCH,
+        };
+        let planned = emitter
+            .on_notice(
+                Notice::FirstbootFailed {
+                    address: "10.0.0.7".parse().unwrap(),
+                    failure: failure.clone(),
+                },
+                &cluster,
+            )
+            .expect("an Event on the pool");
+        assert_eq!(planned.event.type_, EventType::Warning);
+        assert_eq!(planned.event.reason, "FirstbootFailed");
+        assert_eq!(
+            planned.event.note.as_deref(),
+            Some("Node node-1 failed during firstboot at stage 'pivot': Failed to pivot (image: quay.io)")
+        );
+        assert_eq!(planned.regarding.kind.as_deref(), Some("MachineConfigPool"));
+        assert_eq!(planned.regarding.name.as_deref(), Some("layered"));
+        // A pool that does not exist gets no Event.
+        let elsewhere = crate::server::served::FailureRecord {
+            pool: "made-up".into(),
+            ..failure
+        };
+        assert!(emitter
+            .on_notice(
+                Notice::FirstbootFailed {
+                    address: "10.0.0.7".parse().unwrap(),
+                    failure: elsewhere,
+                },
+                &cluster,
+            )
+            .is_none());
+        let refused = emitter
+            .on_notice(
+                Notice::IgnitionTooOld {
+                    pool: "layered".into(),
+                    client: "2.14.0".into(),
+                    minimum: "2.20.0".into(),
+                },
+                &cluster,
+            )
+            .expect("an Event on the pool");
+        assert_eq!(refused.event.type_, EventType::Warning);
+        assert_eq!(refused.event.reason, "BootImageTooOld");
+        let note = refused.event.note.unwrap();
+        assert!(note.contains("2.14.0") && note.contains("2.20.0"), "{note}");
+    }
+
+    #[tokio::test]
+    async fn each_failure_report_is_announced_once() {
+        let (notices, mut receiver) = EventNotices::channel(Arc::new(Metrics::new()));
+        let failure = |at: u64| crate::server::served::FailureRecord {
+            pool: "worker".into(),
+            node_id: "node-1".into(),
+            stage: "pivot".into(),
+            message: "m".into(),
+            image: "none".into(),
+            reported_at: std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(at),
+        };
+        let address: std::net::IpAddr = "10.0.0.7".parse().unwrap();
+        let (first, second) = (failure(1), failure(2));
+        for _ in 0..3 {
+            notices.firstboot_failures([(address, &first)]);
+        }
+        notices.firstboot_failures([(address, &first), (address, &second)]);
+        drop(notices);
+        let mut times = Vec::new();
+        while let Some(notice) = receiver.recv().await {
+            if let Notice::FirstbootFailed { failure, .. } = notice {
+                times.push(failure.reported_at);
+            }
+        }
+        assert_eq!(times, [first.reported_at, second.reported_at]);
     }
 
     #[tokio::test]

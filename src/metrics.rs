@@ -14,7 +14,7 @@
 //!
 //! `docs/operations.md` lists every metric; keep it in step with [`Metrics::new`].
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -153,6 +153,31 @@ struct BuildLabels {
     payload_version: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+/// Labels of `mcs_firstboot_failures_total`: the stage is one of a fixed set (or `other`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabels {
+    pool: String,
+    stage: &'static str,
+}
+
+/// Labels of the Ignition client metrics: `MAJOR.MINOR`, `other` or `unknown` (bounded by
+/// [`crate::ignition::client::IgnitionRelease::minor_label`]).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IgnitionLabel {
+    ignition_version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusalLabels {
+    pool: String,
+    ignition_version: String,
+}
+
 /// Labels of `mcs_tls_crypto_info`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CryptoLabels {
@@ -195,6 +220,12 @@ pub struct Metrics {
     kube_events: Family<ResultLabel, Counter>,
     layered_held_since: Family<PoolOnly, Gauge<i64>>,
     held_pools: Mutex<BTreeSet<String>>,
+    proxy_protocol: Family<OutcomeLabel, Counter>,
+    firstboot_failures: Family<FailureLabels, Counter>,
+    firstboot_failure_last: Family<FailureLabels, Gauge<i64>>,
+    node_failure_reports: Family<ResultLabel, Counter>,
+    ignition_clients: Family<IgnitionLabel, Counter>,
+    ignition_refusals: Family<RefusalLabels, Counter>,
     features: Family<FeatureLabel, Gauge<i64>>,
 }
 
@@ -371,6 +402,53 @@ impl Metrics {
             "Kubernetes Events written by the lease holder, by result (published, failed, dropped)",
             kube_events.clone(),
         );
+        let proxy_protocol = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "proxy_protocol_connections",
+            "Connections on the serving ports with --proxy-protocol-from, by outcome: proxied (a \
+             trusted balancer's header named the client), local (its own connection), or why the \
+             connection was closed (untrusted_header, missing_header, malformed_header, \
+             header_timeout, incomplete_header)",
+            proxy_protocol.clone(),
+        );
+        let firstboot_failures = Family::<FailureLabels, Counter>::default();
+        registry.register(
+            "firstboot_failures",
+            "First-boot failures machines reported (POST /v1/node-failure), by pool and stage \
+             (firstboot-update, pivot, kargs, updateLayeredOS, or other)",
+            firstboot_failures.clone(),
+        );
+        let firstboot_failure_last = Family::<FailureLabels, Gauge<i64>>::default();
+        registry.register_with_unit(
+            "firstboot_failure_last_timestamp",
+            "When this replica last received a first-boot failure report, by pool and stage, \
+             Unix time (what the alert on recent failures reads: a counter created by its first \
+             failure shows no increase)",
+            Unit::Seconds,
+            firstboot_failure_last.clone(),
+        );
+        let node_failure_reports = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "node_failure_reports",
+            "Requests to /v1/node-failure by result: accepted, invalid, too_large, \
+             rate_limited, denied, method_not_allowed",
+            node_failure_reports.clone(),
+        );
+        let ignition_clients = Family::<IgnitionLabel, Counter>::default();
+        registry.register(
+            "config_requests_by_ignition",
+            "Config requests by the Ignition release of the client (User-Agent: \
+             Ignition/<version>) as MAJOR.MINOR; other beyond 3.63, unknown when the User-Agent \
+             names no Ignition release",
+            ignition_clients.clone(),
+        );
+        let ignition_refusals = Family::<RefusalLabels, Counter>::default();
+        registry.register(
+            "ignition_refusals",
+            "Config requests refused (503, retried by Ignition) because the client's Ignition \
+             release is older than --min-ignition-version: the machine's boot image is too old",
+            ignition_refusals.clone(),
+        );
         let features = Family::<FeatureLabel, Gauge<i64>>::default();
         registry.register(
             "feature_enabled",
@@ -404,8 +482,60 @@ impl Metrics {
             kube_events,
             layered_held_since,
             held_pools: Mutex::new(BTreeSet::new()),
+            proxy_protocol,
+            firstboot_failures,
+            firstboot_failure_last,
+            node_failure_reports,
+            ignition_clients,
+            ignition_refusals,
             features,
         }
+    }
+
+    /// A serving-port connection under `--proxy-protocol-from` ended its intake with
+    /// `outcome` (see `mcs_proxy_protocol_connections_total`).
+    pub fn proxy_protocol(&self, outcome: &'static str) {
+        self.proxy_protocol
+            .get_or_create(&OutcomeLabel { outcome })
+            .inc();
+    }
+
+    /// A machine reported a first-boot failure of `pool` at `stage` (a bounded label).
+    pub fn firstboot_failure(&self, pool: &PoolLabel, stage: &'static str) {
+        let labels = FailureLabels {
+            pool: self.pools.label(pool),
+            stage,
+        };
+        self.firstboot_failures.get_or_create(&labels).inc();
+        self.firstboot_failure_last
+            .get_or_create(&labels)
+            .set(unix_now());
+    }
+
+    /// A request to `/v1/node-failure` ended with `result`.
+    pub fn node_failure_report(&self, result: &'static str) {
+        self.node_failure_reports
+            .get_or_create(&ResultLabel { result })
+            .inc();
+    }
+
+    /// A config request from an Ignition client labelled `ignition_version`
+    /// ([`crate::ignition::client::IgnitionRelease::label_of`]).
+    pub fn ignition_client(&self, ignition_version: String) {
+        self.ignition_clients
+            .get_or_create(&IgnitionLabel { ignition_version })
+            .inc();
+    }
+
+    /// A config request for `pool` refused for its client's too old Ignition release.
+    pub fn ignition_refusal(&self, pool: &PoolLabel, ignition_version: String) {
+        let pool = self.pools.label(pool);
+        self.ignition_refusals
+            .get_or_create(&RefusalLabels {
+                pool,
+                ignition_version,
+            })
+            .inc();
     }
 
     /// Whether `feature` (a `crate::rights::Feature` name) runs now.
@@ -663,13 +793,33 @@ fn serialize_versions<S: serde::Serializer>(
     serializer.collect_seq(versions.iter().map(|v| v.as_str()))
 }
 
+/// How many first-boot failure reports `/status` lists (the newest).
+pub const RECENT_FAILURES: usize = 20;
+
+/// A first-boot failure a machine reported, as `/status` lists it: the sanitized report
+/// (the message cut and its secrets redacted, the image reduced to its registry host).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FailureStatus {
+    /// The address the report came from (the machine's, behind a PROXY protocol balancer too).
+    pub address: String,
+    pub pool: String,
+    pub node_id: String,
+    pub stage: String,
+    pub message: String,
+    pub image: String,
+    /// When it was received, Unix seconds.
+    pub at_unix_secs: i64,
+}
+
 /// Per-pool status, updated by whoever learns something about a pool (the request handler,
-/// the layered decision) and read by the admin `/status` page. Cheap to clone (one `Arc`).
-/// Only existing pools ([`PoolLabel::known`]) get an entry, at most [`MAX_POOL_LABELS`].
+/// the layered decision) and read by the admin `/status` page, with the latest first-boot
+/// failure reports. Cheap to clone (`Arc`s). Only existing pools ([`PoolLabel::known`]) get an
+/// entry, at most [`MAX_POOL_LABELS`]; at most [`RECENT_FAILURES`] reports are kept.
 #[derive(Clone, Debug)]
 pub struct PoolStatusBoard {
     cap: usize,
     pools: Arc<RwLock<BTreeMap<String, PoolStatus>>>,
+    failures: Arc<Mutex<VecDeque<FailureStatus>>>,
 }
 
 impl Default for PoolStatusBoard {
@@ -689,6 +839,7 @@ impl PoolStatusBoard {
         PoolStatusBoard {
             cap,
             pools: Arc::new(RwLock::new(BTreeMap::new())),
+            failures: Arc::new(Mutex::new(VecDeque::new())),
         }
     }
 
@@ -765,6 +916,23 @@ impl PoolStatusBoard {
     pub fn retain(&self, mut exists: impl FnMut(&str) -> bool) {
         let mut pools = self.pools.write().unwrap_or_else(PoisonError::into_inner);
         pools.retain(|name, _| exists(name));
+    }
+
+    /// A machine reported a first-boot failure (kept among the newest [`RECENT_FAILURES`]).
+    pub fn record_failure(&self, failure: FailureStatus) {
+        let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+        failures.push_front(failure);
+        failures.truncate(RECENT_FAILURES);
+    }
+
+    /// The newest first-boot failure reports, newest first.
+    pub fn failures(&self) -> Vec<FailureStatus> {
+        self.failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// A copy of every entry, by pool name.

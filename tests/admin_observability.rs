@@ -608,6 +608,7 @@ async fn admin_router_answers_on_loopback_and_stops_on_shutdown() {
         None,
         admin_router(admin.state.clone()),
         ConnectionLimits::default(),
+        None,
         admin.state.metrics.clone(),
         async move {
             let _ = stopped.await;

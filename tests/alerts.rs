@@ -215,6 +215,7 @@ const PROMQL_WORDS: &[&str] = &[
     "clamp_min",
     "clamp_max",
     "humanizeDuration",
+    "offset",
 ];
 
 fn uses(expr: &str) -> Uses {
@@ -338,6 +339,15 @@ fn alert_expressions_use_what_the_server_exports() {
         bootstrap.http("GET", "/config/nope", &[ACCEPT_34]).status,
         500
     );
+    // A machine reports a first-boot failure.
+    let report = r#"{"pool":"master","nodeID":"master-0","stage":"firstboot-update"}"#;
+    let raw = mcs::exchange(
+        bootstrap.insecure,
+        None,
+        &mcs::post_json_bytes("/v1/node-failure", report, &[]),
+    )
+    .unwrap();
+    assert_eq!(mcs::parse_response(&raw, false).unwrap().status, 202);
     exported(&scrape(&bootstrap), &mut scraped);
 
     // Cluster mode: a layered pool held on its base image (a build succeeded, no node runs it)

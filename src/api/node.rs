@@ -1,6 +1,6 @@
 //! Small accessors of a Kubernetes Node that the MachineConfigNode publisher and the served
-//! records read: its name, creation time, `InternalIP` addresses, and whether it is still
-//! being provisioned. No I/O.
+//! records read: its name, creation time, `InternalIP` addresses, whether it is still being
+//! provisioned, its boot ID and whether it is ready. No I/O.
 
 use std::net::IpAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -40,6 +40,35 @@ pub fn is_provisioning(node: &Node) -> bool {
     )
 }
 
+/// `status.nodeInfo.bootID`: which boot of the machine the kubelet reports (changes with
+/// every reboot), when known.
+pub fn boot_id(node: &Node) -> Option<&str> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .map(|info| info.boot_id.as_str())
+        .filter(|id| !id.is_empty())
+}
+
+/// When the node last became `Ready` (its `Ready` condition's `lastTransitionTime`, RFC 3339),
+/// if it is ready now; `Some("")` when ready without a recorded time.
+pub fn ready_since(node: &Node) -> Option<String> {
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .filter(|c| c.status == "True")?;
+    Some(
+        ready
+            .last_transition_time
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .unwrap_or_default(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +101,23 @@ mod tests {
             assert!(is_provisioning(&pending));
         }
         assert_eq!(created(&node), None);
+        assert_eq!(boot_id(&node), None);
+        assert_eq!(ready_since(&node), None);
+        let booted: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "worker-1"},
+            "status": {
+                "nodeInfo": {"bootID": "b-1", "machineID": "", "systemUUID": "", "kernelVersion": "",
+                             "osImage": "", "containerRuntimeVersion": "", "kubeletVersion": "",
+                             "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"},
+                "conditions": [{"type": "Ready", "status": "True",
+                                "lastTransitionTime": "2026-11-01T10:00:00Z"}]
+            }
+        }))
+        .unwrap();
+        assert_eq!(boot_id(&booted), Some("b-1"));
+        assert_eq!(
+            ready_since(&booted).as_deref(),
+            Some("2026-11-01T10:00:00Z")
+        );
     }
 }

@@ -11,6 +11,8 @@
 //!   members omitted. A config that cannot be expressed is a [`TranslateError`] naming the field.
 //! - [`accept::negotiate`] / [`accept::choose`] (the served version follows the Accept header
 //!   and the rendered config's spec), [`dataurl::encode`] / [`dataurl::decode`].
+//! - [`client::IgnitionRelease`]: the Ignition client's own release, from a request's
+//!   `User-Agent`.
 //!
 //! Where we deliberately differ from the original (each has a test named `deviation_*`):
 //! 3.0 is served (a 3.1→3.0 hop); an enabled LUKS `cex` fails 3.5→3.4 instead of vanishing;
@@ -21,6 +23,7 @@
 //! rendered configs of spec 3.6 only; configs of 3.5 and older answer exactly as before.
 
 pub mod accept;
+pub mod client;
 pub mod dataurl;
 mod error;
 mod gostd;

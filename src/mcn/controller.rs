@@ -222,13 +222,21 @@ pub struct Records {
 }
 
 impl Records {
-    /// Own memory merged with every other replica's published records, as of `now`.
+    /// Own memory merged with every other replica's published records (and failure
+    /// reports), as of `now`.
     pub fn merged(&self, now: SystemTime) -> MergedRecords {
         let shared = self.shared.borrow().clone();
         MergedRecords::merge(
             &self.replica,
             self.served.entries(),
             &shared.records,
+            now,
+            self.ttl,
+        )
+        .with_failures(
+            &self.replica,
+            self.served.failures(),
+            &shared.failures,
             now,
             self.ttl,
         )
@@ -341,6 +349,7 @@ impl Reconciler {
         for (node, record) in &plan.matched {
             self.events.first_config_served(node, record);
         }
+        self.events.firstboot_failures(merged.failures());
         self.warn_unpooled(&plan.unpooled);
 
         let cached_versions: HashMap<&str, Option<&str>> = world
@@ -468,7 +477,7 @@ impl Reconciler {
     fn bootstrap_written(&self, action: &Action) {
         let (mcn, new_record) = match action {
             Action::Create { mcn, .. } => (mcn, true),
-            Action::Fill { mcn, filled } => (
+            Action::Fill { mcn, filled, .. } => (
                 mcn,
                 filled.iter().any(|f| f.starts_with("bootstrap record")),
             ),
@@ -588,12 +597,16 @@ impl Reconciler {
                 };
                 Ok((Outcome::Created, written))
             }
-            Action::Fill { mcn, filled } => {
+            Action::Fill {
+                mcn,
+                filled,
+                removed,
+            } => {
                 // Planned from the cached copy at `cached`: written only over that version.
                 let Some(cached) = cached else {
                     return Ok((Outcome::Skipped, None));
                 };
-                let Some(filled_in) = self.fill(mcn, cached).await? else {
+                let Some(filled_in) = self.fill(mcn, removed, cached).await? else {
                     debug!(mcn = %action.name(), "MachineConfigNode changed since the cache saw it (409); planning again from the cache");
                     return Ok((Outcome::Skipped, None));
                 };
@@ -697,10 +710,11 @@ impl Reconciler {
     async fn fill(
         &mut self,
         mcn: &MachineConfigNode,
+        removed: &[&str],
         resource_version: &str,
     ) -> Result<Option<MachineConfigNode>, PublishError> {
         let name = mcn.metadata.name.clone().unwrap_or_default();
-        let body = fill_patch_body(mcn, resource_version);
+        let body = fill_patch_body(mcn, removed, resource_version);
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             field_validation: Some(ValidationDirective::Strict),
@@ -818,12 +832,27 @@ pub fn created_by_us(mcn: &MachineConfigNode) -> bool {
 
 /// The merge patch of a fill: the `resourceVersion` it was planned from (the API server
 /// refuses it with 409 once the MCN changed), `spec.configVersion.desired` and our annotations
-/// (the only fields a fill changes; a merge patch leaves every other field as it is).
-pub fn fill_patch_body(mcn: &MachineConfigNode, resource_version: &str) -> serde_json::Value {
+/// (the only fields a fill changes; a merge patch leaves every other field as it is), and
+/// `null` for each annotation of ours in `removed`.
+pub fn fill_patch_body(
+    mcn: &MachineConfigNode,
+    removed: &[&str],
+    resource_version: &str,
+) -> serde_json::Value {
+    let mut annotations: serde_json::Map<String, serde_json::Value> = mcn
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .map(|(key, value)| (key.clone(), value.clone().into()))
+        .collect();
+    for key in removed {
+        annotations.insert((*key).to_owned(), serde_json::Value::Null);
+    }
     serde_json::json!({
         "metadata": {
             "resourceVersion": resource_version,
-            "annotations": mcn.metadata.annotations.clone().unwrap_or_default(),
+            "annotations": annotations,
         },
         "spec": {"configVersion": {"desired": mcn.spec.config_version.desired}},
     })
@@ -917,6 +946,42 @@ mod tests {
         assert_eq!(backoff_delay(&settings, 4), Duration::from_secs(8));
         assert_eq!(backoff_delay(&settings, 7), Duration::from_secs(60));
         assert_eq!(backoff_delay(&settings, u32::MAX), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_fill_removes_the_annotations_it_lists() {
+        let mut mcn = MachineConfigNode::new(
+            "n",
+            crate::api::machineconfignode::MachineConfigNodeSpec {
+                node: crate::api::imagebuild::NameRef { name: "n".into() },
+                pool: crate::api::imagebuild::NameRef {
+                    name: "worker".into(),
+                },
+                config_version: crate::api::machineconfignode::SpecConfigVersion {
+                    desired: "rendered-worker-1".into(),
+                },
+                config_image: None,
+            },
+        );
+        mcn.metadata.annotations = Some(std::collections::BTreeMap::from([(
+            "mcs.machineconfiguration.openshift.io/firstboot-failure-cleared-at".to_owned(),
+            "2026-11-25T11:00:00Z".to_owned(),
+        )]));
+        let body = fill_patch_body(
+            &mcn,
+            &["mcs.machineconfiguration.openshift.io/firstboot-failure-stage"],
+            "7",
+        );
+        assert_eq!(
+            body["metadata"],
+            serde_json::json!({
+                "resourceVersion": "7",
+                "annotations": {
+                    "mcs.machineconfiguration.openshift.io/firstboot-failure-cleared-at": "2026-11-25T11:00:00Z",
+                    "mcs.machineconfiguration.openshift.io/firstboot-failure-stage": null,
+                },
+            })
+        );
     }
 
     #[test]

@@ -23,14 +23,14 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 
-use super::matching::{Bootstrap, UnknownReason};
+use super::matching::{Bootstrap, FailureMatch, UnknownReason};
 use crate::api::annotations as node_annotations;
 use crate::api::imagebuild::{Condition, NameRef};
 use crate::api::machineconfignode::{
     MachineConfigNode, MachineConfigNodeSpec, MachineConfigNodeStatus, SpecConfigImage,
     SpecConfigVersion, StatusConfigVersion,
 };
-use crate::api::node::name as node_name;
+use crate::api::node::{boot_id, name as node_name};
 
 /// The placeholder the MCO writes while a config version is unknown.
 pub const NOT_YET_SET: &str = "not-yet-set";
@@ -69,6 +69,46 @@ pub mod annotations {
     /// own (a proxy or NAT hides the machines); the value says why (see `matching`).
     pub const BOOTSTRAP_SOURCE_UNKNOWN: &str =
         "mcs.machineconfiguration.openshift.io/bootstrap-source-unknown";
+    /// Bootstrap record: the Ignition release of the client, from its `User-Agent` (the boot
+    /// image it started from); `unknown` when the request named none.
+    pub const BOOTSTRAP_IGNITION_CLIENT: &str =
+        "mcs.machineconfiguration.openshift.io/bootstrap-ignition-client";
+    /// First-boot failure the machine reported before it joined: the stage that failed.
+    pub const FIRSTBOOT_FAILURE_STAGE: &str =
+        "mcs.machineconfiguration.openshift.io/firstboot-failure-stage";
+    /// First-boot failure: when it was reported (RFC 3339, UTC).
+    pub const FIRSTBOOT_FAILURE_AT: &str =
+        "mcs.machineconfiguration.openshift.io/firstboot-failure-at";
+    /// First-boot failure: the sanitized message (cut, secrets redacted).
+    pub const FIRSTBOOT_FAILURE_MESSAGE: &str =
+        "mcs.machineconfiguration.openshift.io/firstboot-failure-message";
+    /// First-boot failure: the registry host of the image it failed on (`none` if none).
+    pub const FIRSTBOOT_FAILURE_IMAGE: &str =
+        "mcs.machineconfiguration.openshift.io/firstboot-failure-image";
+    /// First-boot failure: the node ID the machine reported (its host name then).
+    pub const FIRSTBOOT_FAILURE_NODE_ID: &str =
+        "mcs.machineconfiguration.openshift.io/firstboot-failure-node-id";
+    /// First-boot failure: the address it was reported from.
+    pub const FIRSTBOOT_FAILURE_ADDRESS: &str =
+        "mcs.machineconfiguration.openshift.io/firstboot-failure-address";
+    /// First-boot failure: the Node's boot ID when the failure was written; a later boot of
+    /// the node that becomes ready clears the failure.
+    pub const FIRSTBOOT_FAILURE_BOOT_ID: &str =
+        "mcs.machineconfiguration.openshift.io/firstboot-failure-boot-id";
+    /// Instead of the failure: when a later successful boot cleared it (the node's `Ready`
+    /// transition after the reboot). Marks the failure as told, so it is never written again.
+    pub const FIRSTBOOT_FAILURE_CLEARED_AT: &str =
+        "mcs.machineconfiguration.openshift.io/firstboot-failure-cleared-at";
+    /// Every first-boot failure annotation but the cleared marker.
+    pub const FIRSTBOOT_FAILURE: [&str; 7] = [
+        FIRSTBOOT_FAILURE_STAGE,
+        FIRSTBOOT_FAILURE_AT,
+        FIRSTBOOT_FAILURE_MESSAGE,
+        FIRSTBOOT_FAILURE_IMAGE,
+        FIRSTBOOT_FAILURE_NODE_ID,
+        FIRSTBOOT_FAILURE_ADDRESS,
+        FIRSTBOOT_FAILURE_BOOT_ID,
+    ];
 }
 
 /// Condition types of the MCN design (default feature set), in the order the daemon writes them
@@ -114,6 +154,8 @@ pub struct NodeInputs<'a> {
     pub bootstrap: Option<&'a Bootstrap>,
     /// Records exist for the node's address but cannot be told to be its own.
     pub source_unknown: Option<(IpAddr, UnknownReason)>,
+    /// The first-boot failure its machine reported before it joined, if any.
+    pub failure: Option<&'a FailureMatch>,
     /// Whether the MCN CRD in use declares `spec.configImage`.
     pub config_image_declared: bool,
 }
@@ -175,6 +217,9 @@ pub fn build_mcn(inputs: &NodeInputs<'_>) -> MachineConfigNode {
         annotations.extend(bootstrap_annotations(bootstrap));
     } else if let Some((address, reason)) = inputs.source_unknown {
         annotations.extend(source_unknown_annotations(address, reason));
+    }
+    if let Some(failure) = inputs.failure {
+        annotations.extend(failure_annotations(failure, boot_id(inputs.node)));
     }
     let mut mcn = MachineConfigNode::new(
         &name,
@@ -245,7 +290,87 @@ pub fn bootstrap_annotations(bootstrap: &Bootstrap) -> BTreeMap<String, String> 
             bootstrap.also_served_by.join(","),
         );
     }
+    out.insert(
+        annotations::BOOTSTRAP_IGNITION_CLIENT.to_owned(),
+        record
+            .ignition
+            .clone()
+            .unwrap_or_else(|| crate::ignition::client::UNKNOWN_LABEL.to_owned()),
+    );
     out
+}
+
+/// The annotations of a first-boot failure the node's machine reported, with the Node's boot ID
+/// now (`boot_id`; a later boot clears the failure).
+pub fn failure_annotations(
+    failure: &FailureMatch,
+    boot_id: Option<&str>,
+) -> BTreeMap<String, String> {
+    let report = &failure.failure;
+    let mut out = BTreeMap::from([
+        (
+            annotations::FIRSTBOOT_FAILURE_STAGE.to_owned(),
+            report.stage.clone(),
+        ),
+        (
+            annotations::FIRSTBOOT_FAILURE_AT.to_owned(),
+            rfc3339_seconds(report.reported_at),
+        ),
+        (
+            annotations::FIRSTBOOT_FAILURE_MESSAGE.to_owned(),
+            report.message.clone(),
+        ),
+        (
+            annotations::FIRSTBOOT_FAILURE_IMAGE.to_owned(),
+            report.image.clone(),
+        ),
+        (
+            annotations::FIRSTBOOT_FAILURE_NODE_ID.to_owned(),
+            report.node_id.clone(),
+        ),
+        (
+            annotations::FIRSTBOOT_FAILURE_ADDRESS.to_owned(),
+            failure.address.to_string(),
+        ),
+    ]);
+    if let Some(boot_id) = boot_id {
+        out.insert(
+            annotations::FIRSTBOOT_FAILURE_BOOT_ID.to_owned(),
+            boot_id.to_owned(),
+        );
+    }
+    out
+}
+
+/// True when the MCN carries a first-boot failure, or says one was cleared: either way the
+/// failure was told and is never written again.
+pub fn has_failure_record(mcn: &MachineConfigNode) -> bool {
+    mcn.metadata.annotations.as_ref().is_some_and(|a| {
+        a.contains_key(annotations::FIRSTBOOT_FAILURE_STAGE)
+            || a.contains_key(annotations::FIRSTBOOT_FAILURE_CLEARED_AT)
+    })
+}
+
+/// When the MCN's first-boot failure is cleared by a later successful boot of `node`: the MCN
+/// carries a failure written during one boot (its boot ID), and the node now runs another boot
+/// and is `Ready`. Returns the value of [`annotations::FIRSTBOOT_FAILURE_CLEARED_AT`] (the
+/// node's `Ready` transition). A failure written without a boot ID is never cleared this way.
+pub fn failure_cleared_by(mcn: &MachineConfigNode, node: &Node) -> Option<String> {
+    let written = mcn.metadata.annotations.as_ref()?;
+    written.get(annotations::FIRSTBOOT_FAILURE_STAGE)?;
+    let written_during = written
+        .get(annotations::FIRSTBOOT_FAILURE_BOOT_ID)
+        .filter(|id| !id.is_empty())?;
+    let now = boot_id(node)?;
+    if now == written_during {
+        return None;
+    }
+    let since = crate::api::node::ready_since(node)?;
+    Some(if since.is_empty() {
+        "unknown".to_owned()
+    } else {
+        since
+    })
 }
 
 /// The annotations saying that records exist for `address` but their source is unknown.

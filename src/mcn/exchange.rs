@@ -11,6 +11,16 @@
 //! an IPv4 record, as the encoding test measures: 4096 records are ~130 KB; five replicas stay
 //! under 800 KiB of the 1 MiB object limit).
 //!
+//! Two members were added to format 1 without changing its number, so that replicas of both
+//! versions read each other during a rollout: `agents`/`agent`, the Ignition release of each
+//! record's client (a table and one index per record; absent when no record has one), and
+//! `failures`, the first-boot failures machines reported (`[address, pool, node ID, stage,
+//! message, image registry, reported at (ms)]`, sanitized, newest first, at most half the
+//! bytes). A replica of the earlier version ignores both (its records and matching work as
+//! before; while it leads, MCNs get neither the client release nor the failures, which the next
+//! new leader writes while the records last); a replica of this version reads the earlier
+//! values as records with an unknown client and no failures.
+//!
 //! One named object rather than one per replica: RBAC can then restrict `patch`, `list` and
 //! `watch` to that one name (object names derived from node names are not known in advance,
 //! and `patch` on every ConfigMap of the namespace would let the server rewrite the operator's
@@ -61,14 +71,14 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::desired::has_bootstrap_record;
+use super::desired::{has_bootstrap_record, has_failure_record};
 use super::matching::served_before;
 use crate::api::node::{created as node_created, internal_ips, name as node_name};
 use crate::ignition::SpecVersion;
 use crate::metrics::Metrics;
 use crate::rights::Feature;
 use crate::server::commit::CommitWriter;
-use crate::server::served::{ServedLog, ServedRecord};
+use crate::server::served::{FailureRecord, ServedLog, ServedRecord, WriteSet};
 use crate::snapshot::Snapshot;
 use crate::source::cluster::rights::Rights;
 use crate::telemetry::ErrorChain;
@@ -155,6 +165,8 @@ pub fn replica_key(name: &str) -> String {
 
 /// Every replica's published records, by replica name.
 pub type PublishedRecords = BTreeMap<String, Vec<(IpAddr, ServedRecord)>>;
+/// Every replica's published failure reports, by replica name.
+pub type PublishedFailures = BTreeMap<String, Vec<(IpAddr, FailureRecord)>>;
 
 /// What the watch of the shared object shows.
 #[derive(Clone, Debug, Default)]
@@ -164,11 +176,15 @@ pub struct SharedView {
     /// True when the object exists.
     pub exists: bool,
     pub records: PublishedRecords,
+    pub failures: PublishedFailures,
     /// The raw value of each replica's key (to tell whether a write would change anything).
     pub raw: BTreeMap<String, String>,
     /// The object's resourceVersion (a precondition for removing another replica's key).
     pub resource_version: Option<String>,
 }
+
+/// `[address, pool, node ID, stage, message, image registry, reported at (ms)]`.
+type WireFailure = (String, String, String, String, String, String, u64);
 
 #[derive(Serialize, Deserialize)]
 struct Wire {
@@ -177,6 +193,16 @@ struct Wire {
     configs: Vec<(String, String, String, String)>,
     /// `[address, index into configs, served at in Unix milliseconds]`, newest first.
     served: Vec<(String, usize, u64)>,
+    /// The distinct Ignition releases of the records' clients (added to format 1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    agents: Vec<String>,
+    /// Per record of `served`: 0 when its client is unknown, else 1 + an index into `agents`
+    /// (added to format 1; absent when every client is unknown).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    agent: Vec<usize>,
+    /// First-boot failures, newest first (added to format 1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    failures: Vec<WireFailure>,
 }
 
 /// One replica's value: the newest records that fit in `max_entries` and `max_bytes`. Returns
@@ -186,16 +212,53 @@ pub fn encode(
     max_entries: usize,
     max_bytes: usize,
 ) -> (String, usize) {
+    encode_with_failures(entries, &[], max_entries, max_bytes)
+}
+
+/// [`encode`] with the failure reports: the newest that fit in half of `max_bytes` go first,
+/// then the newest records in what is left. Returns the JSON and how many records it holds.
+pub fn encode_with_failures(
+    entries: &[(IpAddr, ServedRecord)],
+    failures: &[(IpAddr, FailureRecord)],
+    max_entries: usize,
+    max_bytes: usize,
+) -> (String, usize) {
     let mut sorted: Vec<&(IpAddr, ServedRecord)> = entries.iter().collect();
     sorted.sort_by(|(a_ip, a), (b_ip, b)| b.served_at.cmp(&a.served_at).then(a_ip.cmp(b_ip)));
     let mut wire = Wire {
         v: FORMAT_VERSION,
         configs: Vec::new(),
         served: Vec::new(),
+        agents: Vec::new(),
+        agent: Vec::new(),
+        failures: Vec::new(),
     };
     let mut index: BTreeMap<(String, String, String, String), usize> = BTreeMap::new();
     // `{"v":1,"configs":[],"served":[]}` plus separators, counted as each part is added.
     let mut size = 32;
+    let mut newest_failures: Vec<&(IpAddr, FailureRecord)> = failures.iter().collect();
+    newest_failures
+        .sort_by(|(a_ip, a), (b_ip, b)| b.reported_at.cmp(&a.reported_at).then(a_ip.cmp(b_ip)));
+    for (address, failure) in newest_failures {
+        let entry = (
+            address.to_string(),
+            failure.pool.clone(),
+            failure.node_id.clone(),
+            failure.stage.clone(),
+            failure.message.clone(),
+            failure.image.clone(),
+            millis(failure.reported_at),
+        );
+        // `,"failures":[]` once, then each entry and its separator.
+        let entry_size = json_len(&entry) + 1 + if wire.failures.is_empty() { 14 } else { 0 };
+        if size + entry_size > max_bytes / 2 {
+            break;
+        }
+        size += entry_size;
+        wire.failures.push(entry);
+    }
+    let mut agents: BTreeMap<String, usize> = BTreeMap::new();
+    let mut any_agent = false;
     for (address, record) in sorted {
         if wire.served.len() >= max_entries {
             break;
@@ -217,15 +280,51 @@ pub fn encode(
             millis(record.served_at),
         );
         let entry_size = json_len(&entry) + 1;
-        if size + config_size + entry_size > max_bytes {
+        // The clients' releases, once one is known: `,"agents":[],"agent":[]`, the index of
+        // every record (at most 5 bytes each; `0,` for those before) and each new release.
+        let becomes_known = record.ignition.is_some() && !any_agent;
+        let new_release = match &record.ignition {
+            Some(release) if !agents.contains_key(release) => json_len(release) + 1,
+            _ => 0,
+        };
+        let agent_size = if any_agent || becomes_known {
+            6 + new_release
+                + if becomes_known {
+                    24 + 2 * wire.served.len()
+                } else {
+                    0
+                }
+        } else {
+            0
+        };
+        if size + config_size + entry_size + agent_size > max_bytes {
             break;
         }
-        size += config_size + entry_size;
+        size += config_size + entry_size + agent_size;
         if known.is_none() {
             index.insert(config.clone(), wire.configs.len());
             wire.configs.push(config);
         }
         wire.served.push(entry);
+        let agent = match &record.ignition {
+            Some(release) => {
+                any_agent = true;
+                let next = agents.len();
+                1 + *agents.entry(release.clone()).or_insert(next)
+            }
+            None => 0,
+        };
+        wire.agent.push(agent);
+    }
+    if any_agent {
+        let mut table: Vec<(&String, &usize)> = agents.iter().collect();
+        table.sort_by_key(|(_, index)| **index);
+        wire.agents = table
+            .into_iter()
+            .map(|(release, _)| release.clone())
+            .collect();
+    } else {
+        wire.agent.clear();
     }
     let count = wire.served.len();
     (serde_json::to_string(&wire).unwrap_or_default(), count)
@@ -243,14 +342,51 @@ pub enum DecodeError {
 /// The records of one replica's value; entries that do not parse are skipped (a newer
 /// format's or a hand edit's), a value that does not parse at all is an error.
 pub fn decode(text: &str) -> Result<Vec<(IpAddr, ServedRecord)>, DecodeError> {
+    decode_all(text).map(|decoded| decoded.served)
+}
+
+/// What one replica's value holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Decoded {
+    pub served: Vec<(IpAddr, ServedRecord)>,
+    pub failures: Vec<(IpAddr, FailureRecord)>,
+}
+
+/// The records and failure reports of one replica's value (entries that do not parse are
+/// skipped; a client release table that does not fit its records is ignored).
+pub fn decode_all(text: &str) -> Result<Decoded, DecodeError> {
     let wire: Wire = serde_json::from_str(text)?;
     if wire.v != FORMAT_VERSION {
         return Err(DecodeError::UnknownVersion(wire.v));
     }
-    Ok(wire
+    let agents_fit = wire.agent.len() == wire.served.len();
+    let agent_of = |position: usize| -> Option<String> {
+        let index = *wire.agent.get(position).filter(|_| agents_fit)?;
+        wire.agents.get(index.checked_sub(1)?).cloned()
+    };
+    let failures = wire
+        .failures
+        .iter()
+        .filter_map(|(address, pool, node_id, stage, message, image, at)| {
+            let address: IpAddr = address.parse().ok()?;
+            Some((
+                address.to_canonical(),
+                FailureRecord {
+                    pool: pool.clone(),
+                    node_id: node_id.clone(),
+                    stage: stage.clone(),
+                    message: message.clone(),
+                    image: image.clone(),
+                    reported_at: UNIX_EPOCH + Duration::from_millis(*at),
+                },
+            ))
+        })
+        .collect();
+    let served = wire
         .served
         .iter()
-        .filter_map(|(address, config, at)| {
+        .enumerate()
+        .filter_map(|(position, (address, config, at))| {
             let address: IpAddr = address.parse().ok()?;
             let (pool, rendered_config, version, image) = wire.configs.get(*config)?;
             let spec_version = SpecVersion::ALL
@@ -263,11 +399,13 @@ pub fn decode(text: &str) -> Result<Vec<(IpAddr, ServedRecord)>, DecodeError> {
                     rendered_config: rendered_config.clone(),
                     image: (!image.is_empty()).then(|| image.clone()),
                     spec_version,
+                    ignition: agent_of(position),
                     served_at: UNIX_EPOCH + Duration::from_millis(*at),
                 },
             ))
         })
-        .collect())
+        .collect();
+    Ok(Decoded { served, failures })
 }
 
 fn json_len(value: &impl Serialize) -> usize {
@@ -308,6 +446,45 @@ pub fn settled_addresses(snapshot: &Snapshot) -> HashMap<IpAddr, Option<SystemTi
     out
 }
 
+/// The addresses whose failure reports have done their job, with the newest creation time of a
+/// Node there: a Node with that `InternalIP` has an MCN that carries a first-boot failure (or
+/// says it was cleared).
+pub fn settled_failure_addresses(snapshot: &Snapshot) -> HashMap<IpAddr, Option<SystemTime>> {
+    let recorded: HashSet<&str> = snapshot
+        .layered
+        .machine_config_nodes
+        .iter()
+        .filter(|mcn| has_failure_record(mcn))
+        .filter_map(|mcn| mcn.metadata.name.as_deref())
+        .collect();
+    let mut out: HashMap<IpAddr, Option<SystemTime>> = HashMap::new();
+    for node in snapshot.layered.nodes.iter() {
+        if !recorded.contains(node_name(node)) {
+            continue;
+        }
+        let created = node_created(node);
+        for address in internal_ips(node) {
+            let newest = out.entry(address).or_insert(created);
+            *newest = match (*newest, created) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                _ => None,
+            };
+        }
+    }
+    out
+}
+
+/// True when the failure reported from `address` is settled ([`settled_failure_addresses`]).
+pub fn failure_settled(
+    address: IpAddr,
+    failure: &FailureRecord,
+    settled: &HashMap<IpAddr, Option<SystemTime>>,
+) -> bool {
+    settled
+        .get(&address)
+        .is_some_and(|created| served_before(failure.reported_at, *created))
+}
+
 /// True when the record served to `address` is settled ([`settled_addresses`]): a recorded
 /// Node there joined after it was served (the matching rule [`served_before`]).
 pub fn settled(
@@ -330,15 +507,18 @@ pub fn stale_keys(
     now: SystemTime,
     ttl: Duration,
 ) -> Vec<(String, String)> {
+    let expired = |at: SystemTime| now.duration_since(at).is_ok_and(|age| age > ttl);
+    let no_failures = Vec::new();
     view.records
         .iter()
         .filter(|(replica, records)| {
+            let failures = view.failures.get(*replica).unwrap_or(&no_failures);
             replica.as_str() != own
-                && !records.is_empty()
-                && records.iter().all(|(_, record)| {
-                    now.duration_since(record.served_at)
-                        .is_ok_and(|age| age > ttl)
-                })
+                && !(records.is_empty() && failures.is_empty())
+                && records.iter().all(|(_, record)| expired(record.served_at))
+                && failures
+                    .iter()
+                    .all(|(_, failure)| expired(failure.reported_at))
         })
         .filter_map(|(replica, _)| Some((replica.clone(), view.raw.get(replica)?.clone())))
         .collect()
@@ -500,20 +680,26 @@ pub fn view_of(object: Option<&ConfigMap>) -> SharedView {
         .unwrap_or_default()
         .into_iter()
         .collect();
-    let records = raw
-        .iter()
-        .filter_map(|(replica, text)| match decode(text) {
-            Ok(records) => Some((replica.clone(), records)),
+    let mut records = PublishedRecords::new();
+    let mut failures = PublishedFailures::new();
+    for (replica, text) in &raw {
+        match decode_all(text) {
+            Ok(decoded) => {
+                records.insert(replica.clone(), decoded.served);
+                if !decoded.failures.is_empty() {
+                    failures.insert(replica.clone(), decoded.failures);
+                }
+            }
             Err(error) => {
                 debug!(replica = %replica, %error, "skipping served records that do not decode");
-                None
             }
-        })
-        .collect();
+        }
+    }
     SharedView {
         listed: true,
         exists: object.is_some(),
         records,
+        failures,
         raw,
         resource_version: object.and_then(|o| o.metadata.resource_version.clone()),
     }
@@ -585,6 +771,10 @@ impl Flusher {
         if let Some(records) = view.records.get(&self.settings.replica) {
             info!(records = records.len(), replica = %self.settings.replica, "took back the served records this replica published before it restarted");
             self.served.restore(records.clone());
+        }
+        if let Some(failures) = view.failures.get(&self.settings.replica) {
+            info!(failures = failures.len(), replica = %self.settings.replica, "took back the failure reports this replica published before it restarted");
+            self.served.restore_failures(failures.clone());
         }
         self.last_written = Some(
             view.raw
@@ -696,8 +886,17 @@ impl Flusher {
                 self.remove_stale_keys(now).await?;
             }
         }
-        let (entries, count) = self.served.entries_and_count();
-        let (text, records) = encode(&entries, self.settings.max_entries, self.settings.max_bytes);
+        let WriteSet {
+            served: entries,
+            failures,
+            count,
+        } = self.served.write_set();
+        let (text, records) = encode_with_failures(
+            &entries,
+            &failures,
+            self.settings.max_entries,
+            self.settings.max_bytes,
+        );
         if self.last_written.as_deref() == Some(text.as_str()) {
             self.commit.committed(count);
             return Ok(());
@@ -724,10 +923,13 @@ impl Flusher {
         let snapshot = self.snapshots.borrow().clone();
         let ttl = self.settings.ttl;
         // Generation 0 is the empty snapshot before the caches synced: nothing is settled yet.
-        let settled_here = if snapshot.generation > 0 {
-            settled_addresses(&snapshot)
+        let (settled_here, failures_settled_here) = if snapshot.generation > 0 {
+            (
+                settled_addresses(&snapshot),
+                settled_failure_addresses(&snapshot),
+            )
         } else {
-            HashMap::new()
+            (HashMap::new(), HashMap::new())
         };
         let mut expired = 0;
         let mut settled_count = 0;
@@ -740,6 +942,20 @@ impl Flusher {
                 return false;
             }
             if settled(address, record, &settled_here) {
+                settled_count += 1;
+                return false;
+            }
+            true
+        });
+        self.served.retain_failures(|address, failure| {
+            if now
+                .duration_since(failure.reported_at)
+                .is_ok_and(|age| age > ttl)
+            {
+                expired += 1;
+                return false;
+            }
+            if failure_settled(address, failure, &failures_settled_here) {
                 settled_count += 1;
                 return false;
             }

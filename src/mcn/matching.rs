@@ -25,6 +25,12 @@
 //! A "source unknown" result is written on the MCN as such; it never names a record that may be
 //! another machine's. No record at all leaves the MCN without a bootstrap record (the node was
 //! not booted from this server, or its address was rewritten to one no Node has).
+//!
+//! First-boot failure reports ([`match_failure`]) follow rules 1 to 3 (reported before the Node
+//! was created, from the pool family it boots from, on an address no other Node has); the
+//! newest wins, unless a config was served to the node's addresses after it and before the
+//! Node was created (the machine started over from Ignition: the failure is history). A
+//! failure that cannot be told to be the node's own is never written.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -33,7 +39,7 @@ use std::time::{Duration, SystemTime};
 use k8s_openapi::api::core::v1::Node;
 
 use crate::api::node::{created as node_created, internal_ips, name as node_name};
-use crate::server::served::ServedRecord;
+use crate::server::served::{FailureRecord, ServedRecord};
 
 /// How much later than the Node's creation a served record may be and still be the node's own
 /// (the record's time is a replica's clock, the creation time the API server's). A machine is
@@ -51,10 +57,22 @@ pub struct Served {
     pub record: ServedRecord,
 }
 
+/// One failure report, with the replica that received it (empty: unknown).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reported {
+    pub replica: String,
+    pub failure: FailureRecord,
+}
+
 /// Where the publisher looks up what was served to an address (every replica's records).
 pub trait ServedLookup {
     /// Every replica's last record for `address`, in any order.
     fn served_to(&self, address: IpAddr) -> Vec<Served>;
+
+    /// Every replica's last failure report from `address`, in any order (none by default).
+    fn failures_from(&self, _address: IpAddr) -> Vec<Reported> {
+        Vec::new()
+    }
 }
 
 /// A plain lookup of one record per address (one replica, name unknown).
@@ -70,10 +88,11 @@ impl<F: Fn(IpAddr) -> Option<ServedRecord>> ServedLookup for F {
     }
 }
 
-/// Every replica's unexpired records, by address.
+/// Every replica's unexpired records and failure reports, by address.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MergedRecords {
     by_address: HashMap<IpAddr, Vec<Served>>,
+    failures_by_address: HashMap<IpAddr, Vec<Reported>>,
 }
 
 impl MergedRecords {
@@ -108,7 +127,51 @@ impl MergedRecords {
                     });
             }
         }
-        MergedRecords { by_address }
+        MergedRecords {
+            by_address,
+            failures_by_address: HashMap::new(),
+        }
+    }
+
+    /// Adds the failure reports, merged as [`MergedRecords::merge`] merges records: this
+    /// replica's own (`own`) and every other replica's published ones; older than `ttl` left
+    /// out.
+    pub fn with_failures(
+        mut self,
+        own_replica: &str,
+        own: Vec<(IpAddr, FailureRecord)>,
+        published: &BTreeMap<String, Vec<(IpAddr, FailureRecord)>>,
+        now: SystemTime,
+        ttl: Duration,
+    ) -> Self {
+        let fresh = |failure: &FailureRecord| {
+            now.duration_since(failure.reported_at)
+                .map_or(true, |age| age <= ttl)
+        };
+        let others = published
+            .iter()
+            .filter(|(replica, _)| replica.as_str() != own_replica)
+            .flat_map(|(replica, entries)| entries.iter().map(move |e| (replica.as_str(), e)));
+        let own = own.iter().map(|entry| (own_replica, entry));
+        for (replica, (address, failure)) in own.chain(others) {
+            if fresh(failure) {
+                self.failures_by_address
+                    .entry(address.to_canonical())
+                    .or_default()
+                    .push(Reported {
+                        replica: replica.to_owned(),
+                        failure: failure.clone(),
+                    });
+            }
+        }
+        self
+    }
+
+    /// Every merged failure report with its address.
+    pub fn failures(&self) -> impl Iterator<Item = (IpAddr, &FailureRecord)> {
+        self.failures_by_address
+            .iter()
+            .flat_map(|(address, reports)| reports.iter().map(|r| (*address, &r.failure)))
     }
 
     /// How many (replica, address) records were merged.
@@ -128,12 +191,80 @@ impl ServedLookup for MergedRecords {
             .cloned()
             .unwrap_or_default()
     }
+
+    fn failures_from(&self, address: IpAddr) -> Vec<Reported> {
+        self.failures_by_address
+            .get(&address.to_canonical())
+            .cloned()
+            .unwrap_or_default()
+    }
 }
 
 impl ServedLookup for &MergedRecords {
     fn served_to(&self, address: IpAddr) -> Vec<Served> {
         (*self).served_to(address)
     }
+
+    fn failures_from(&self, address: IpAddr) -> Vec<Reported> {
+        (*self).failures_from(address)
+    }
+}
+
+/// A first-boot failure report matched to a Node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailureMatch {
+    /// The address it was reported from (one of the node's `InternalIP`s).
+    pub address: IpAddr,
+    pub failure: FailureRecord,
+}
+
+/// The first-boot failure reported by `node`'s machine, if one can be told to be its own (rules
+/// in the module docs). `owners` is [`nodes_by_address`] of every Node in the cluster.
+pub fn match_failure(
+    node: &Node,
+    lookup: &impl ServedLookup,
+    owners: &HashMap<IpAddr, BTreeSet<&str>>,
+) -> Option<FailureMatch> {
+    let created = node_created(node);
+    let name = node_name(node);
+    let role = node_family(node);
+    let addresses = internal_ips(node);
+    let mut candidates: Vec<(IpAddr, Reported)> = addresses
+        .iter()
+        .flat_map(|address| {
+            lookup
+                .failures_from(*address)
+                .into_iter()
+                .map(move |r| (*address, r))
+        })
+        .filter(|(_, r)| served_before(r.failure.reported_at, created))
+        .filter(|(_, r)| pool_family(&r.failure.pool) == role)
+        .collect();
+    candidates.sort_by(|(_, a), (_, b)| {
+        b.failure
+            .reported_at
+            .cmp(&a.failure.reported_at)
+            .then_with(|| a.replica.cmp(&b.replica))
+    });
+    let (address, newest) = candidates.first()?.clone();
+    let shared = candidates.iter().any(|(address, _)| {
+        owners
+            .get(address)
+            .is_some_and(|names| names.iter().any(|owner| *owner != name))
+    });
+    if shared {
+        return None;
+    }
+    let started_over = addresses.iter().any(|address| {
+        lookup.served_to(*address).iter().any(|s| {
+            s.record.served_at > newest.failure.reported_at
+                && served_before(s.record.served_at, created)
+        })
+    });
+    (!started_over).then_some(FailureMatch {
+        address,
+        failure: newest.failure,
+    })
 }
 
 /// A served-request record matched to a Node by one of its `InternalIP` addresses.

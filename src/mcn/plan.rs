@@ -9,8 +9,11 @@
 //!   [`primary_pool`]) gets no MCN and is reported in [`Plan::unpooled`];
 //! - no MCN: [`Action::Create`] (spec, owner reference, annotations) with its initial status;
 //! - an MCN this server created ([`is_ours`]): [`Action::Fill`] when its
-//!   `spec.configVersion.desired` is still `not-yet-set` and is now known, or when it has no
-//!   bootstrap record and one now matches; [`Action::InitStatus`] while it has no status;
+//!   `spec.configVersion.desired` is still `not-yet-set` and is now known, when it has no
+//!   bootstrap record and one now matches, when it has no first-boot failure (nor a cleared
+//!   one) and one of its machine's reports now matches ([`match_failure`]), or when its failure
+//!   is cleared by a later successful boot ([`desired::failure_cleared_by`]);
+//!   [`Action::InitStatus`] while it has no status;
 //! - an MCN someone else created: left alone, whatever it contains, whether its Node exists or
 //!   not (the daemon or the operator may write it before our cache shows the Node);
 //! - an MCN this server created for an earlier Node of the same name (its owner reference names
@@ -31,10 +34,10 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::desired::{
-    self, annotations, build_mcn, desired_config, has_bootstrap_record, is_ours, InitialStatus,
-    NodeInputs, PoolServing, NOT_YET_SET,
+    self, annotations, build_mcn, desired_config, has_bootstrap_record, has_failure_record,
+    is_ours, InitialStatus, NodeInputs, PoolServing, NOT_YET_SET,
 };
-use super::matching::{match_node, nodes_by_address, BootstrapMatch, ServedLookup};
+use super::matching::{match_failure, match_node, nodes_by_address, BootstrapMatch, ServedLookup};
 use crate::api::machineconfignode::{MachineConfigNode, MachineConfigNodeSpec, SpecConfigVersion};
 use crate::api::node::{is_provisioning, name as node_name};
 use crate::api::pool_membership::{primary_pool, PoolSelector};
@@ -107,10 +110,12 @@ pub enum Action {
         mcn: Box<MachineConfigNode>,
         status: InitialStatus,
     },
-    /// Apply our MCN again with the listed fields filled in (everything else as it is).
+    /// Write our MCN's listed fields again, filled in (everything else as it is), and remove
+    /// the annotations of ours listed in `removed` (a first-boot failure a later boot cleared).
     Fill {
         mcn: Box<MachineConfigNode>,
         filled: Vec<&'static str>,
+        removed: Vec<&'static str>,
     },
     /// Apply the initial status of our MCN, which has none yet (it is at `generation`). The
     /// write is conditional on `resource_version`, the version the plan saw: a previous leader
@@ -207,12 +212,14 @@ pub fn plan(world: &World<'_>, served: impl ServedLookup, config_image_declared:
             BootstrapMatch::Matched(bootstrap) => (Some(bootstrap), None),
             BootstrapMatch::SourceUnknown { address, reason } => (None, Some((*address, *reason))),
         };
+        let failure = match_failure(node, &served, &owners);
         let inputs = NodeInputs {
             node,
             pool,
             serving: world.serving.get(pool),
             bootstrap,
             source_unknown,
+            failure: failure.as_ref(),
             config_image_declared,
         };
         match mcns.get(name) {
@@ -228,11 +235,12 @@ pub fn plan(world: &World<'_>, served: impl ServedLookup, config_image_declared:
             Some(existing) if is_ours(existing) && stale_owner(existing, node) => {}
             Some(existing) if is_ours(existing) => {
                 let mut spec_desired = existing.spec.config_version.desired.clone();
-                if let Some((mcn, filled)) = fill(existing, &inputs) {
+                if let Some((mcn, filled, removed)) = fill(existing, &inputs) {
                     spec_desired = mcn.spec.config_version.desired.clone();
                     out.actions.push(Action::Fill {
                         mcn: Box::new(mcn),
                         filled,
+                        removed,
                     });
                 }
                 if !has_status(existing) {
@@ -296,14 +304,16 @@ fn has_status(mcn: &MachineConfigNode) -> bool {
         .is_some_and(|s| !s.conditions.is_empty() || s.config_version.is_some())
 }
 
-/// Our MCN with its `not-yet-set` desired config and missing bootstrap record filled in; every
-/// other field this server owns is repeated as it is (a server-side apply that omitted one would
-/// remove it). `None` when there is nothing to fill.
+/// Our MCN with its `not-yet-set` desired config, missing bootstrap record and first-boot failure
+/// filled in, or its failure cleared; every other field this server owns is repeated as it is.
+/// Returns the MCN, what was filled, and the annotations to remove. `None` when there is
+/// nothing to fill.
 fn fill(
     existing: &MachineConfigNode,
     inputs: &NodeInputs<'_>,
-) -> Option<(MachineConfigNode, Vec<&'static str>)> {
+) -> Option<(MachineConfigNode, Vec<&'static str>, Vec<&'static str>)> {
     let mut filled = Vec::new();
+    let mut removed = Vec::new();
     let mut spec_desired = existing.spec.config_version.desired.clone();
     if spec_desired.is_empty() || spec_desired == NOT_YET_SET {
         let known = desired_config(inputs);
@@ -328,6 +338,26 @@ fn fill(
             our_annotations.extend(desired::source_unknown_annotations(address, reason));
             filled.push("bootstrap record (source unknown)");
         }
+    }
+    if !has_failure_record(existing) {
+        if let Some(failure) = inputs.failure {
+            our_annotations.extend(desired::failure_annotations(
+                failure,
+                crate::api::node::boot_id(inputs.node),
+            ));
+            filled.push("firstboot failure");
+        }
+    } else if let Some(cleared_at) = desired::failure_cleared_by(existing, inputs.node) {
+        for key in annotations::FIRSTBOOT_FAILURE {
+            if our_annotations.remove(key).is_some() {
+                removed.push(key);
+            }
+        }
+        our_annotations.insert(
+            annotations::FIRSTBOOT_FAILURE_CLEARED_AT.to_owned(),
+            cleared_at,
+        );
+        filled.push("firstboot failure cleared");
     }
     if filled.is_empty() {
         return None;
@@ -358,7 +388,7 @@ fn fill(
         owner_references: (!owner_references.is_empty()).then_some(owner_references),
         ..ObjectMeta::default()
     };
-    Some((mcn, filled))
+    Some((mcn, filled, removed))
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! `127.0.0.1:22625`), never to the public ports.
 //!
 //! Routes: `GET /metrics` (OpenMetrics text), `GET /readyz` (200 once ready, else 503),
-//! `GET /healthz` (200 while the process serves), `GET /status` (JSON pool status board).
+//! `GET /healthz` (200 while the process serves), `GET /status` (JSON pool status board and
+//! the latest first-boot failure reports, sanitized as their Events are).
 //! `HEAD` works wherever `GET` does; other methods get 405, other paths 404.
 //!
 //! Owns: these routes and their response shapes. Must not touch: config rendering, the
@@ -22,7 +23,7 @@ use http::{HeaderValue, Response, StatusCode};
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::metrics::{Metrics, PoolStatus, PoolStatusBoard};
+use crate::metrics::{FailureStatus, Metrics, PoolStatus, PoolStatusBoard};
 use crate::render::waiting_for;
 use crate::rights::{FeatureState, Grants};
 use crate::snapshot::{Mode, Snapshot};
@@ -53,6 +54,10 @@ pub struct StatusPage {
     pub ready: bool,
     /// Every existing pool the server has answered for, by name.
     pub pools: BTreeMap<String, PoolStatus>,
+    /// The newest first-boot failures machines reported to this replica, newest first
+    /// (absent while there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub firstboot_failures: Vec<FailureStatus>,
     /// Cluster mode: every pool of the cluster, whether it can be served now and the caches it
     /// still waits for.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -135,6 +140,7 @@ async fn status(State(state): State<AdminState>) -> Response<Body> {
     let page = StatusPage {
         ready: *state.ready.borrow(),
         pools: state.pools.snapshot(),
+        firstboot_failures: state.pools.failures(),
         readiness: state
             .snapshots
             .as_ref()

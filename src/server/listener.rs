@@ -4,6 +4,10 @@
 //! Each connection gets the router as a hyper service with its remote address attached. TLS
 //! connections use the current `rustls::ServerConfig` from a `watch` channel, so a reloaded
 //! certificate applies to new connections while existing ones finish undisturbed.
+//!
+//! With the PROXY protocol on ([`super::proxy_protocol`], serving ports only), a connection's
+//! header is read first, in the connection's own task (before the TLS handshake), and the
+//! client it names is the remote address; off, the accepted socket goes on as it is.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -22,6 +26,7 @@ use tower::ServiceExt as _;
 
 use tokio::sync::Semaphore;
 
+use super::proxy_protocol::ProxyProtocol;
 use super::stall::StallGuard;
 use super::RemoteAddr;
 use crate::metrics::Metrics;
@@ -67,12 +72,14 @@ const MIN_HEADER_BUFFER: usize = 8192;
 pub type TlsConfigs = watch::Receiver<Arc<rustls::ServerConfig>>;
 
 /// Accept connections on `listener` until `shutdown` resolves, then let in-flight requests finish
-/// within the grace period.
+/// within the grace period. With `proxy_protocol`, every connection goes through its intake
+/// first.
 pub async fn serve(
     listener: TcpListener,
     tls: Option<TlsConfigs>,
     router: Router,
     limits: ConnectionLimits,
+    proxy_protocol: Option<Arc<ProxyProtocol>>,
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()>,
 ) {
@@ -117,38 +124,33 @@ pub async fn serve(
             _ = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let stream = StallGuard::new(stream, limits.write_stall_timeout);
-        let watcher = graceful.watcher();
-        let router = router.clone();
-        let limits = limits.clone();
-        let metrics = metrics.clone();
-        match &tls {
-            Some(configs) => {
-                let acceptor = tokio_rustls::TlsAcceptor::from(configs.borrow().clone());
-                tokio::spawn(async move {
-                    let _permit = permit;
-                    let handshake =
-                        tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream))
-                            .await;
-                    match handshake {
-                        Ok(Ok(stream)) => {
-                            serve_connection(stream, remote, router, &limits, watcher).await
-                        }
-                        Ok(Err(e)) => {
-                            metrics.tls_handshake_failure();
-                            tracing::debug!(%remote, error = %e, "TLS handshake failed")
-                        }
-                        Err(_) => {
-                            metrics.tls_handshake_failure();
-                            tracing::debug!(%remote, "TLS handshake timed out")
-                        }
-                    }
-                });
-            }
+        let connection = Connection {
+            tls: tls
+                .as_ref()
+                .map(|configs| tokio_rustls::TlsAcceptor::from(configs.borrow().clone())),
+            router: router.clone(),
+            limits: limits.clone(),
+            metrics: metrics.clone(),
+            watcher: graceful.watcher(),
+        };
+        match &proxy_protocol {
             None => {
                 tokio::spawn(async move {
                     let _permit = permit;
-                    serve_connection(stream, remote, router, &limits, watcher).await
+                    connection.run(stream, remote).await
+                });
+            }
+            Some(proxy_protocol) => {
+                let proxy_protocol = proxy_protocol.clone();
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    let Some((stream, client)) = proxy_protocol
+                        .intake(stream, remote, &connection.metrics)
+                        .await
+                    else {
+                        return;
+                    };
+                    connection.run(stream, client).await
                 });
             }
         }
@@ -160,6 +162,52 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!(address = ?local, "grace period over; closing remaining connections");
+    }
+}
+
+/// What serving one accepted connection needs.
+struct Connection {
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    router: Router,
+    limits: ConnectionLimits,
+    metrics: Arc<Metrics>,
+    watcher: hyper_util::server::graceful::Watcher,
+}
+
+impl Connection {
+    /// The TLS handshake (on the secure port) and HTTP/1.1 for the client at `remote`.
+    async fn run<S>(self, stream: S, remote: SocketAddr)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let Connection {
+            tls,
+            router,
+            limits,
+            metrics,
+            watcher,
+        } = self;
+        let stream = StallGuard::new(stream, limits.write_stall_timeout);
+        match tls {
+            Some(acceptor) => {
+                let handshake =
+                    tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream)).await;
+                match handshake {
+                    Ok(Ok(stream)) => {
+                        serve_connection(stream, remote, router, &limits, watcher).await
+                    }
+                    Ok(Err(e)) => {
+                        metrics.tls_handshake_failure();
+                        tracing::debug!(%remote, error = %e, "TLS handshake failed")
+                    }
+                    Err(_) => {
+                        metrics.tls_handshake_failure();
+                        tracing::debug!(%remote, "TLS handshake timed out")
+                    }
+                }
+            }
+            None => serve_connection(stream, remote, router, &limits, watcher).await,
+        }
     }
 }
 

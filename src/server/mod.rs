@@ -1,7 +1,8 @@
 //! HTTP surface: routing, the one error-to-status mapping, TLS and listeners.
 //!
 //! The routes match the original server on both ports: `GET`/`HEAD /config/<pool>`, `/healthz`,
-//! and 404/405 for everything else, with empty bodies and `Content-Length: 0` on every error.
+//! and 404/405 for everything else, with empty bodies and `Content-Length: 0` on every error;
+//! plus `POST /v1/node-failure` ([`node_failure`]) as upstream's open proposal has it.
 //! The handler never performs I/O: it reads the current snapshot and the payload cache. In
 //! cluster mode a 200 waits, at most 2 s, for the batched write that carries its served
 //! record ([`commit`]); it never calls the API itself.
@@ -10,14 +11,23 @@
 //! depend on the server and not the other way round: the served-request log ([`served`]) and
 //! its group commit ([`commit`]) for the MachineConfigNode publisher, the notices for
 //! Kubernetes Events ([`notices`]), and the layered decisions served ([`layered_decisions`]).
+//!
+//! Who the client is: the connection's peer, or the client a trusted load balancer names in a
+//! PROXY protocol header ([`proxy_protocol`], off by default); which Ignition release it runs
+//! (its `User-Agent`, [`crate::ignition::client`]), optionally refused when too old
+//! ([`min_ignition`]).
 
 pub mod access;
 pub mod admin;
 pub mod commit;
 pub mod layered_decisions;
 pub mod listener;
+pub mod min_ignition;
+pub mod node_failure;
 pub mod notices;
+pub mod per_source;
 pub mod pool_path;
+pub mod proxy_protocol;
 pub mod served;
 pub mod stall;
 pub mod tls;
@@ -36,6 +46,7 @@ use tokio::sync::watch;
 use tracing::Instrument as _;
 
 use crate::cache::{CacheKey, CacheOutcome, PayloadCache};
+use crate::ignition::client::IgnitionRelease;
 use crate::ignition::{accept, SpecVersion};
 use crate::metrics::{Metrics, PoolLabel, PoolStatusBoard};
 use crate::render::{self, RenderError, Rendered};
@@ -68,6 +79,10 @@ pub struct AppState {
     pub served: ServedLog,
     /// Renders that succeeded or failed, for the Kubernetes Events of the lease holder.
     pub events: EventNotices,
+    /// `--min-ignition-version`: older Ignition clients are refused (off by default).
+    pub min_ignition: Option<Arc<min_ignition::MinIgnition>>,
+    /// The per-source budget of `/v1/node-failure` reports.
+    pub failure_intake: Arc<node_failure::FailureIntake>,
 }
 
 /// The remote address of the connection a request arrived on (set by the listener).
@@ -92,6 +107,9 @@ async fn dispatch(State(state): State<AppState>, request: Request) -> Response<B
     }
     if path.starts_with("/config/") {
         return config(state, request).await;
+    }
+    if path == node_failure::PATH {
+        return node_failure::report(state, request).await;
     }
     empty(if is_read(request.method()) {
         StatusCode::NOT_FOUND
@@ -183,6 +201,12 @@ async fn answer_config(
     };
     let accept_header = header(ACCEPT);
     let user_agent = header(USER_AGENT).unwrap_or_default();
+    let client = IgnitionRelease::from_user_agent(
+        request
+            .headers
+            .get(USER_AGENT)
+            .and_then(|v| v.to_str().ok()),
+    );
     let remote_addr = request.extensions.get::<RemoteAddr>().map(|r| r.0);
     let remote = remote_addr.map(|r| r.to_string()).unwrap_or_default();
     if let Err(denial) = state.access.check(
@@ -208,6 +232,32 @@ async fn answer_config(
     );
     telemetry::record_pool(&tracing::Span::current(), &pool);
     observed.pool = Some(pool.clone());
+    state
+        .metrics
+        .ignition_client(IgnitionRelease::label_of(client.as_ref()));
+    if let Some(floor) = &state.min_ignition {
+        let exists = matches!(state.snapshots.borrow().pools.get(&pool), Some(Ok(_)));
+        if let Some(refusal) = floor.check(&pool, exists, client.as_ref(), Instant::now()) {
+            let version = client
+                .as_ref()
+                .map(IgnitionRelease::as_str)
+                .unwrap_or_default();
+            state.metrics.ignition_refusal(
+                &PoolLabel::new(&pool, exists),
+                IgnitionRelease::label_of(client.as_ref()),
+            );
+            if refusal.tell {
+                tracing::warn!(%pool, %remote, ignition = version, minimum = %floor.minimum(), "refusing config requests from an Ignition older than --min-ignition-version: the machine's boot image is too old (it retries; at most one line per pool and 10 minutes)");
+                state
+                    .events
+                    .ignition_too_old(&pool, version, floor.minimum().as_str());
+            } else {
+                tracing::debug!(%pool, %remote, ignition = version, "refusing a config request from an old Ignition");
+            }
+            observed.error_kind = Some("ignition_too_old");
+            return empty(StatusCode::SERVICE_UNAVAILABLE);
+        }
+    }
     let version = match accept::negotiate(accept_header.as_deref()) {
         Ok(version) => {
             telemetry::record_spec_version(&tracing::Span::current(), version);
@@ -268,7 +318,11 @@ async fn answer_config(
                 // MCN publisher hook: the bootstrap record of the node this address becomes.
                 // The answer waits (bounded) until the batched write carrying the record has
                 // succeeded, so a replica that dies right after answering loses nothing.
-                if let Some(sequence) = state.served.record_answer(remote_addr, &pool, &rendered) {
+                if let Some(sequence) =
+                    state
+                        .served
+                        .record_answer(remote_addr, &pool, &rendered, client.as_ref())
+                {
                     let durability = state.served.durable(sequence, RECORD_WAIT_BOUND).await;
                     if durability == Durability::Pending {
                         tracing::debug!(%pool, "answering before the served record is durable (API slow or unreachable)");

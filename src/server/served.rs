@@ -1,6 +1,7 @@
 //! The served-request record: for each remote IP address, the last config this process answered
-//! with a 200 (pool, rendered config, image, Ignition spec version, time in the API server's
-//! clock, [`crate::clock`]).
+//! with a 200 (pool, rendered config, image, Ignition spec version, the client's Ignition
+//! release, time in the API server's clock, [`crate::clock`]), and the last first-boot failure
+//! the machine at that address reported (`POST /v1/node-failure`, sanitized: [`FailureRecord`]).
 //!
 //! Written by the `/config` handler on every successful answer ([`ServedLog::record`]) and read by
 //! the MachineConfigNode publisher, which matches a joining Node's `InternalIP` against it to
@@ -12,8 +13,12 @@
 //! which number they are durable, and the handler waits for its own ([`ServedLog::durable`],
 //! bounded; see [`super::commit`]).
 //!
-//! The map is bounded ([`DEFAULT_CAPACITY`] addresses); when full, the address answered longest
-//! ago is forgotten. A booting machine asks once (plus retries) and joins within minutes, so only
+//! A failure report is numbered and made durable the same way, so that the machine's
+//! MachineConfigNode can carry it once its Node exists. A config answered to the address after
+//! the failure (the machine started over from Ignition) supersedes it: the failure is forgotten.
+//!
+//! The map is bounded ([`DEFAULT_CAPACITY`] addresses, [`FAILURE_CAPACITY`] failures); when full,
+//! the address answered (or the failure reported) longest ago is forgotten. A booting machine asks once (plus retries) and joins within minutes, so only
 //! recent answers matter; the bound keeps a scan of the port or a flood of requests from growing
 //! memory.
 
@@ -24,11 +29,14 @@ use std::time::{Duration, SystemTime};
 
 use super::commit::{Durability, GroupCommit};
 use crate::clock::ClusterClock;
+use crate::ignition::client::IgnitionRelease;
 use crate::ignition::SpecVersion;
 use crate::render::Rendered;
 
 /// Most addresses remembered by default.
 pub const DEFAULT_CAPACITY: usize = 4096;
+/// Most failure reports remembered (one per address).
+pub const FAILURE_CAPACITY: usize = 1024;
 
 /// What one successful config request was answered with.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,21 +49,57 @@ pub struct ServedRecord {
     pub image: Option<String>,
     /// The Ignition spec version of the payload.
     pub spec_version: SpecVersion,
+    /// The client's Ignition release from its `User-Agent` (`None`: not an Ignition one).
+    pub ignition: Option<String>,
     /// When the answer was sent.
     pub served_at: SystemTime,
 }
 
 impl ServedRecord {
-    /// The same answer (pool, rendered config, image, spec version), whenever it was given.
+    /// The same answer (pool, rendered config, image, spec version) to the same client
+    /// release, whenever it was given.
     pub fn same_answer(&self, other: &ServedRecord) -> bool {
         self.pool == other.pool
             && self.rendered_config == other.rendered_config
             && self.image == other.image
             && self.spec_version == other.spec_version
+            && self.ignition == other.ignition
     }
 }
 
-/// Bounded map remote IP -> last [`ServedRecord`]. Cheap to clone (shared handle).
+/// A first-boot failure a machine reported, already sanitized (the message cut and its secrets
+/// redacted, the image reduced to its registry host): nothing here may leak a secret, since it
+/// is shared through the API and written on MachineConfigNodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailureRecord {
+    /// The pool the machine named.
+    pub pool: String,
+    /// The node identifier it reported (its host name, maybe a temporary one).
+    pub node_id: String,
+    /// The stage that failed, as reported (cut to a few dozen characters).
+    pub stage: String,
+    /// The sanitized error message.
+    pub message: String,
+    /// The registry host of the image it failed on, `none` or `invalid-url`.
+    pub image: String,
+    /// When the report was received (API server clock).
+    pub reported_at: SystemTime,
+}
+
+/// What one write of the records writer carries ([`ServedLog::write_set`]).
+#[derive(Clone, Debug, Default)]
+pub struct WriteSet {
+    /// Every remembered record, the one remembered last first.
+    pub served: Vec<(IpAddr, ServedRecord)>,
+    /// Every remembered failure report, the one reported last first.
+    pub failures: Vec<(IpAddr, FailureRecord)>,
+    /// How many records and failures were numbered so far: a write of these makes every
+    /// number below it durable.
+    pub count: u64,
+}
+
+/// Bounded map remote IP -> last [`ServedRecord`] (and last [`FailureRecord`]). Cheap to clone
+/// (shared handle).
 #[derive(Clone, Debug)]
 pub struct ServedLog {
     inner: Arc<Mutex<Inner>>,
@@ -71,6 +115,8 @@ struct Inner {
     next_sequence: u64,
     by_address: HashMap<IpAddr, (u64, ServedRecord)>,
     by_age: BTreeMap<u64, IpAddr>,
+    failures: HashMap<IpAddr, (u64, FailureRecord)>,
+    failures_by_age: BTreeMap<u64, IpAddr>,
 }
 
 impl Inner {
@@ -79,6 +125,14 @@ impl Inner {
     fn insert(&mut self, address: IpAddr, record: ServedRecord) -> u64 {
         let sequence = self.next_sequence;
         self.next_sequence += 1;
+        // The machine started over from Ignition: an earlier failure is history.
+        if self
+            .failures
+            .get(&address)
+            .is_some_and(|(_, failure)| failure.reported_at <= record.served_at)
+        {
+            self.remove_failure(address);
+        }
         if let Some((old_sequence, _)) = self.by_address.insert(address, (sequence, record)) {
             self.by_age.remove(&old_sequence);
         }
@@ -90,6 +144,30 @@ impl Inner {
             self.by_address.remove(&oldest);
         }
         sequence
+    }
+
+    /// Remembers `failure` for the (canonical) `address`, forgetting the oldest when full;
+    /// returns its number.
+    fn insert_failure(&mut self, address: IpAddr, failure: FailureRecord) -> u64 {
+        let sequence = self.next_sequence;
+        self.next_sequence += 1;
+        if let Some((old_sequence, _)) = self.failures.insert(address, (sequence, failure)) {
+            self.failures_by_age.remove(&old_sequence);
+        }
+        self.failures_by_age.insert(sequence, address);
+        while self.failures.len() > FAILURE_CAPACITY {
+            let Some((_, oldest)) = self.failures_by_age.pop_first() else {
+                break;
+            };
+            self.failures.remove(&oldest);
+        }
+        sequence
+    }
+
+    fn remove_failure(&mut self, address: IpAddr) {
+        if let Some((sequence, _)) = self.failures.remove(&address) {
+            self.failures_by_age.remove(&sequence);
+        }
     }
 }
 
@@ -108,6 +186,8 @@ impl ServedLog {
                 next_sequence: 0,
                 by_address: HashMap::new(),
                 by_age: BTreeMap::new(),
+                failures: HashMap::new(),
+                failures_by_age: BTreeMap::new(),
             })),
             commit: GroupCommit::default(),
             clock: ClusterClock::default(),
@@ -124,17 +204,19 @@ impl ServedLog {
         sequence
     }
 
-    /// The `/config` handler's hook: remembers that `remote` was answered `rendered` for `pool`
-    /// just now, and returns the number of the record the answer waits for
-    /// ([`ServedLog::durable`]). `None`, nothing to wait for: without a remote address (a test
-    /// harness), or when this address was already given the same answer and that record is
-    /// durable (a retry, a machine provisioned again, a health probe): its time is refreshed
-    /// in memory and goes out with the next write, and the answer goes out at once.
+    /// The `/config` handler's hook: remembers that `remote` (whose `User-Agent` named the
+    /// Ignition release `client`, if any) was answered `rendered` for `pool` just now, and
+    /// returns the number of the record the answer waits for ([`ServedLog::durable`]). `None`,
+    /// nothing to wait for: without a remote address (a test harness), or when this address was
+    /// already given the same answer and that record is durable (a retry, a machine
+    /// provisioned again, a health probe): its time is refreshed in memory and goes out with
+    /// the next write, and the answer goes out at once.
     pub fn record_answer(
         &self,
         remote: Option<SocketAddr>,
         pool: &str,
         rendered: &Rendered,
+        client: Option<&IgnitionRelease>,
     ) -> Option<u64> {
         let address = remote?.ip().to_canonical();
         let record = ServedRecord {
@@ -142,6 +224,7 @@ impl ServedLog {
             rendered_config: rendered.rendered_config.clone(),
             image: rendered.image.clone(),
             spec_version: rendered.version,
+            ignition: client.map(|c| c.as_str().to_owned()),
             served_at: self.clock.now(),
         };
         if self.refresh_durable(address, &record) {
@@ -150,11 +233,15 @@ impl ServedLog {
         Some(self.record(address, record))
     }
 
-    /// When `address`'s remembered record is durable and says the same answer as `record`,
-    /// moves its time to `record`'s (never back) and returns true.
+    /// When `address`'s remembered record is durable and says the same answer as `record`
+    /// (and no failure report of the address waits to be superseded by this answer), moves
+    /// its time to `record`'s (never back) and returns true.
     fn refresh_durable(&self, address: IpAddr, record: &ServedRecord) -> bool {
         let durable = self.commit.durable();
         let mut inner = self.lock();
+        if inner.failures.contains_key(&address) {
+            return false;
+        }
         match inner.by_address.get_mut(&address) {
             Some((sequence, known)) if *sequence < durable && known.same_answer(record) => {
                 known.served_at = known.served_at.max(record.served_at);
@@ -162,6 +249,86 @@ impl ServedLog {
             }
             _ => false,
         }
+    }
+
+    /// Remembers `failure` as the last one the machine at `address` reported; returns its
+    /// number ([`ServedLog::durable`]) and wakes the records writer.
+    pub fn record_failure(&self, address: IpAddr, failure: FailureRecord) -> u64 {
+        let sequence = self.lock().insert_failure(address.to_canonical(), failure);
+        self.commit.recorded();
+        sequence
+    }
+
+    /// Every remembered failure report, the one reported last first.
+    pub fn failures(&self) -> Vec<(IpAddr, FailureRecord)> {
+        Self::failures_of(&self.lock())
+    }
+
+    /// The last failure reported from `address`, if it is still remembered.
+    pub fn failure(&self, address: IpAddr) -> Option<FailureRecord> {
+        self.lock()
+            .failures
+            .get(&address.to_canonical())
+            .map(|(_, failure)| failure.clone())
+    }
+
+    fn failures_of(inner: &Inner) -> Vec<(IpAddr, FailureRecord)> {
+        inner
+            .failures_by_age
+            .values()
+            .rev()
+            .filter_map(|address| {
+                let (_, failure) = inner.failures.get(address)?;
+                Some((*address, failure.clone()))
+            })
+            .collect()
+    }
+
+    /// Every remembered record and failure and how many were numbered so far (one lock): what
+    /// one write of the records writer carries.
+    pub fn write_set(&self) -> WriteSet {
+        let inner = self.lock();
+        WriteSet {
+            served: Self::entries_of(&inner),
+            failures: Self::failures_of(&inner),
+            count: inner.next_sequence,
+        }
+    }
+
+    /// Takes back failures this replica published before it restarted (a newer one for the
+    /// same address is kept; one superseded by a config answered since is not taken back).
+    pub fn restore_failures(&self, mut failures: Vec<(IpAddr, FailureRecord)>) {
+        failures.sort_by_key(|(_, failure)| failure.reported_at);
+        let mut inner = self.lock();
+        for (address, failure) in failures {
+            let address = address.to_canonical();
+            let newer = inner
+                .failures
+                .get(&address)
+                .is_some_and(|(_, known)| known.reported_at >= failure.reported_at);
+            let superseded = inner
+                .by_address
+                .get(&address)
+                .is_some_and(|(_, served)| served.served_at >= failure.reported_at);
+            if !newer && !superseded {
+                inner.insert_failure(address, failure);
+            }
+        }
+    }
+
+    /// Forgets every failure for which `keep` is false; returns how many were forgotten.
+    pub fn retain_failures(&self, mut keep: impl FnMut(IpAddr, &FailureRecord) -> bool) -> usize {
+        let mut inner = self.lock();
+        let gone: Vec<IpAddr> = inner
+            .failures
+            .iter()
+            .filter(|(address, (_, failure))| !keep(**address, failure))
+            .map(|(address, _)| *address)
+            .collect();
+        for address in &gone {
+            inner.remove_failure(*address);
+        }
+        gone.len()
     }
 
     /// Waits at most `bound` until the write carrying record `sequence` has succeeded.
@@ -173,14 +340,6 @@ impl ServedLog {
     /// side with [`GroupCommit::writer`]).
     pub fn commit(&self) -> &GroupCommit {
         &self.commit
-    }
-
-    /// Every remembered (address, record), the one remembered last first, and how many
-    /// records were numbered so far: a write of these entries makes every number below that
-    /// durable (one lock, so no record falls between the two).
-    pub fn entries_and_count(&self) -> (Vec<(IpAddr, ServedRecord)>, u64) {
-        let inner = self.lock();
-        (Self::entries_of(&inner), inner.next_sequence)
     }
 
     /// The clock records are stamped with: the API server's, as the cluster client measures
@@ -282,8 +441,79 @@ mod tests {
             rendered_config: config.into(),
             image: None,
             spec_version: SpecVersion::V3_4,
+            ignition: Some("2.20.0".into()),
             served_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
         }
+    }
+
+    fn failure(at_secs: u64) -> FailureRecord {
+        FailureRecord {
+            pool: "worker".into(),
+            node_id: "worker-0".into(),
+            stage: "firstboot-update".into(),
+            message: "pull failed".into(),
+            image: "quay.io".into(),
+            reported_at: SystemTime::UNIX_EPOCH + Duration::from_secs(at_secs),
+        }
+    }
+
+    #[test]
+    fn failures_share_the_numbering_and_a_later_answer_supersedes_them() {
+        let log = ServedLog::default();
+        let at = |secs| SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+        let first = log.record(
+            ip("10.0.0.5"),
+            ServedRecord {
+                served_at: at(100),
+                ..record("a")
+            },
+        );
+        let reported = log.record_failure(ip("::ffff:10.0.0.5"), failure(200));
+        assert_eq!(reported, first + 1);
+        assert_eq!(
+            log.failure(ip("10.0.0.5")).unwrap().stage,
+            "firstboot-update"
+        );
+        let set = log.write_set();
+        assert_eq!((set.served.len(), set.failures.len(), set.count), (1, 1, 2));
+        // Another address's answer changes nothing; the machine's own later answer clears it.
+        log.record(
+            ip("10.0.0.6"),
+            ServedRecord {
+                served_at: at(300),
+                ..record("b")
+            },
+        );
+        assert!(log.failure(ip("10.0.0.5")).is_some());
+        log.record(
+            ip("10.0.0.5"),
+            ServedRecord {
+                served_at: at(300),
+                ..record("a")
+            },
+        );
+        assert_eq!(log.failure(ip("10.0.0.5")), None);
+        assert!(log.failures().is_empty());
+        // Restored failures: not over a newer one, not over a later answer.
+        log.restore_failures(vec![
+            (ip("10.0.0.5"), failure(250)),
+            (ip("10.0.0.7"), failure(250)),
+        ]);
+        assert_eq!(log.failure(ip("10.0.0.5")), None);
+        assert!(log.failure(ip("10.0.0.7")).is_some());
+        assert_eq!(log.retain_failures(|_, _| false), 1);
+        assert!(log.failures().is_empty());
+    }
+
+    #[test]
+    fn failures_stay_bounded() {
+        let log = ServedLog::default();
+        for i in 0..(FAILURE_CAPACITY as u32 + 10) {
+            log.record_failure(IpAddr::from(i.to_be_bytes()), failure(u64::from(i)));
+        }
+        assert_eq!(log.failures().len(), FAILURE_CAPACITY);
+        assert_eq!(log.lock().failures_by_age.len(), FAILURE_CAPACITY);
+        assert_eq!(log.failure(IpAddr::from(0u32.to_be_bytes())), None);
     }
 
     fn ip(text: &str) -> IpAddr {
@@ -306,43 +536,45 @@ mod tests {
         let writer = log.commit().writer();
         let machine = Some(SocketAddr::from(([10, 0, 0, 5], 40000)));
         let first = log
-            .record_answer(machine, "worker", &rendered("rendered-worker-a"))
+            .record_answer(machine, "worker", &rendered("rendered-worker-a"), None)
             .expect("a new record to wait for");
         // Not durable yet: a retry waits for a write too (its own record).
         let retry = log
-            .record_answer(machine, "worker", &rendered("rendered-worker-a"))
+            .record_answer(machine, "worker", &rendered("rendered-worker-a"), None)
             .expect("not durable yet");
         assert!(retry > first);
-        let (_, count) = log.entries_and_count();
+        let count = log.write_set().count;
         writer.committed(count);
         // Durable: the same answer again (another connection, same address) waits for nothing.
         assert_eq!(
             log.record_answer(
                 Some(SocketAddr::from(([10, 0, 0, 5], 40001))),
                 "worker",
-                &rendered("rendered-worker-a")
+                &rendered("rendered-worker-a"),
+                None
             ),
             None
         );
         assert_eq!(log.recorded(), count, "no new record");
         // Another answer to the address is a new record; so is the first answer elsewhere.
         assert!(log
-            .record_answer(machine, "worker", &rendered("rendered-worker-b"))
+            .record_answer(machine, "worker", &rendered("rendered-worker-b"), None)
             .is_some());
         assert!(log
             .record_answer(
                 Some(SocketAddr::from(([10, 0, 0, 6], 40000))),
                 "worker",
-                &rendered("rendered-worker-b")
+                &rendered("rendered-worker-b"),
+                None
             )
             .is_some());
         // Without a writer (bootstrap mode) nothing is durable: every answer is recorded.
         let bootstrap = ServedLog::default();
         assert!(bootstrap
-            .record_answer(machine, "worker", &rendered("rendered-worker-a"))
+            .record_answer(machine, "worker", &rendered("rendered-worker-a"), None)
             .is_some());
         assert!(bootstrap
-            .record_answer(machine, "worker", &rendered("rendered-worker-a"))
+            .record_answer(machine, "worker", &rendered("rendered-worker-a"), None)
             .is_some());
     }
 

@@ -18,7 +18,9 @@ pub mod machine_config;
 pub mod machine_config_node;
 pub mod machine_os_build;
 pub mod node;
+pub mod node_failure_report;
 pub mod pool_path;
+pub mod proxy_header;
 pub mod render_support;
 pub mod token_file;
 
@@ -39,4 +41,6 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("node", node::check),
     ("kubeconfig", kubeconfig::check),
     ("token_file", token_file::check),
+    ("proxy_header", proxy_header::check),
+    ("node_failure_report", node_failure_report::check),
 ];

@@ -3,10 +3,11 @@
 //!
 //! Properties: the slim decode never panics; whenever the full k8s-openapi `Node` decodes, the
 //! slim decode succeeds too and holds exactly the full object's name, uid, timestamps, labels,
-//! annotations, addresses and phase (the wrapper holding its resourceVersion), so the render
+//! annotations, addresses, phase, boot ID and `Ready` condition (type, status, transition time:
+//! never a heartbeat) (the wrapper holding its resourceVersion), so the render
 //! digest of the two is the same; the slim Node re-serializes and re-decodes to itself.
 
-use k8s_openapi::api::core::v1::{Node, NodeStatus};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus, NodeSystemInfo};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use machine_config_server::render::layered::node_render_digest;
@@ -41,6 +42,23 @@ pub fn check(data: &[u8]) {
         status: full.status.as_ref().map(|s| NodeStatus {
             addresses: s.addresses.clone(),
             phase: s.phase.clone(),
+            node_info: s.node_info.as_ref().map(|info| NodeSystemInfo {
+                boot_id: info.boot_id.clone(),
+                ..NodeSystemInfo::default()
+            }),
+            conditions: s.conditions.as_ref().and_then(|conditions| {
+                let ready: Vec<NodeCondition> = conditions
+                    .iter()
+                    .filter(|c| c.type_ == "Ready")
+                    .map(|c| NodeCondition {
+                        type_: c.type_.clone(),
+                        status: c.status.clone(),
+                        last_transition_time: c.last_transition_time.clone(),
+                        ..NodeCondition::default()
+                    })
+                    .collect();
+                (!ready.is_empty()).then_some(ready)
+            }),
             ..NodeStatus::default()
         }),
     };

@@ -10,6 +10,7 @@
 //! - [`cluster`]: the project's fixtures loaded into an API server as a cluster has them.
 //! - [`balancer`], [`fault_proxy`]: the client-address-keeping load balancer in front of
 //!   several replicas, and the fault-injecting proxy between a replica and its API server.
+//! - [`haproxy`]: a real haproxy in front of the server, sending the PROXY protocol.
 //! - [`fixtures`], [`upstream`]: the project's own fixtures, and the upstream assets
 //!   (`MCS_UPSTREAM_ASSETS`).
 //! - [`ignition_samples`], [`validators`]: Ignition configs exercising every translated field,
@@ -26,6 +27,7 @@ pub mod elf;
 pub mod fake_apiserver;
 pub mod fault_proxy;
 pub mod fixtures;
+pub mod haproxy;
 pub mod ignition_samples;
 pub mod mcs;
 pub mod openssl_fips;

@@ -397,6 +397,21 @@ pub fn request_bytes(method: &str, path: &str, headers: &[(&str, &str)]) -> Vec<
     raw.into_bytes()
 }
 
+/// Raw bytes of a `POST` of the JSON `body` to `path` (`Content-Length` set, `Connection:
+/// close`), with extra `headers`.
+pub fn post_json_bytes(path: &str, body: &str, headers: &[(&str, &str)]) -> Vec<u8> {
+    let mut raw = format!(
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        raw.push_str(&format!("{name}: {value}\r\n"));
+    }
+    raw.push_str("\r\n");
+    raw.push_str(body);
+    raw.into_bytes()
+}
+
 /// One request; transport errors returned.
 pub fn try_request(
     address: SocketAddr,
@@ -439,6 +454,73 @@ pub fn exchange(
         }
     }
     Ok(out)
+}
+
+/// [`exchange`] from the local address `source` (any 127.0.0.0/8 address on loopback): a
+/// machine of its own as far as the server, or a load balancer in front of it, can tell.
+pub fn exchange_from(
+    source: std::net::IpAddr,
+    address: SocketAddr,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    bytes: &[u8],
+) -> std::io::Result<Vec<u8>> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let deadline = Duration::from_secs(30);
+        let socket = if source.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.bind(SocketAddr::new(source, 0))?;
+        let stream = tokio::time::timeout(Duration::from_secs(5), socket.connect(address))
+            .await
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+        let mut out = Vec::new();
+        let exchange = async {
+            match tls {
+                None => {
+                    let mut stream = stream;
+                    stream.write_all(bytes).await?;
+                    stream.read_to_end(&mut out).await?;
+                }
+                Some(config) => {
+                    let name =
+                        rustls::pki_types::ServerName::try_from("localhost").expect("server name");
+                    let mut stream = tokio_rustls::TlsConnector::from(config)
+                        .connect(name, stream)
+                        .await?;
+                    stream.write_all(bytes).await?;
+                    match stream.read_to_end(&mut out).await {
+                        Ok(_) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            Ok::<(), std::io::Error>(())
+        };
+        tokio::time::timeout(deadline, exchange)
+            .await
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+        Ok(out)
+    })
+}
+
+/// One request from the local address `source` ([`exchange_from`]).
+pub fn request_from(
+    source: std::net::IpAddr,
+    address: SocketAddr,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> std::io::Result<Response> {
+    let raw = exchange_from(source, address, tls, &request_bytes(method, path, headers))?;
+    parse_response(&raw, method == "HEAD")
 }
 
 /// Parse one HTTP/1.1 response (body by Content-Length, or to the end).

@@ -34,6 +34,7 @@ fn bootstrap(config: &str, image: Option<&str>) -> Bootstrap {
             rendered_config: config.into(),
             image: image.map(str::to_owned),
             spec_version: SpecVersion::V3_4,
+            ignition: Some("2.20.0".into()),
             served_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
         },
         served_by: None,
@@ -59,6 +60,7 @@ fn inputs<'a>(
         serving,
         bootstrap,
         source_unknown: None,
+        failure: None,
         config_image_declared: false,
     }
 }
@@ -148,10 +150,18 @@ fn bootstrap_record_annotations_say_what_was_served() {
     assert_eq!(a[annotations::BOOTSTRAP_IMAGE], DIGEST_IMAGE);
     assert_eq!(a[annotations::BOOTSTRAP_SPEC_VERSION], "3.4.0");
     assert_eq!(a[annotations::BOOTSTRAP_SERVED_AT], "2023-11-14T22:13:20Z");
+    assert_eq!(a[annotations::BOOTSTRAP_IGNITION_CLIENT], "2.20.0");
     assert!(a.keys().all(|k| k.starts_with(annotations::PREFIX)));
 
     let without_image = bootstrap_annotations(&bootstrap("rendered-worker-booted", None));
     assert!(!without_image.contains_key(annotations::BOOTSTRAP_IMAGE));
+    // A request whose User-Agent named no Ignition release.
+    let mut curl = bootstrap("rendered-worker-booted", None);
+    curl.record.ignition = None;
+    assert_eq!(
+        bootstrap_annotations(&curl)[annotations::BOOTSTRAP_IGNITION_CLIENT],
+        "unknown"
+    );
 }
 
 #[test]

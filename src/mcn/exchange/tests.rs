@@ -8,6 +8,7 @@ fn record(config: &str, image: Option<&str>, at_ms: u64) -> ServedRecord {
         rendered_config: config.into(),
         image: image.map(str::to_owned),
         spec_version: SpecVersion::V3_4,
+        ignition: None,
         served_at: UNIX_EPOCH + Duration::from_millis(at_ms),
     }
 }
@@ -261,4 +262,183 @@ fn retry_delays_are_spread_between_half_and_all_of_the_backoff() {
     assert!(spread
         .iter()
         .all(|d| *d >= Duration::from_secs(4) && *d <= delay));
+}
+
+fn failure(stage: &str, at_ms: u64) -> FailureRecord {
+    FailureRecord {
+        pool: "worker".into(),
+        node_id: "worker-7".into(),
+        stage: stage.into(),
+        message: "error pulling image: token=[REDACTED]".into(),
+        image: "quay.io".into(),
+        reported_at: UNIX_EPOCH + Duration::from_millis(at_ms),
+    }
+}
+
+/// Format 1 as the replicas before the `agents`, `agent` and `failures` members read it
+/// (their `Wire`, field for field): a rollout runs both versions side by side.
+#[derive(serde::Deserialize)]
+struct EarlierWire {
+    v: u32,
+    configs: Vec<(String, String, String, String)>,
+    served: Vec<(String, usize, u64)>,
+}
+
+#[test]
+fn client_releases_and_failures_round_trip_and_earlier_replicas_still_read_the_records() {
+    let with_client = |config: &str, client: Option<&str>, at| ServedRecord {
+        ignition: client.map(str::to_owned),
+        ..record(config, None, at)
+    };
+    let entries = vec![
+        (
+            ip("10.0.0.1"),
+            with_client("rendered-worker-1", Some("2.26.0"), 1),
+        ),
+        (ip("10.0.0.2"), with_client("rendered-worker-1", None, 2)),
+        (
+            ip("10.0.0.3"),
+            with_client("rendered-worker-1", Some("2.14.0-3-gabc"), 3),
+        ),
+        (
+            ip("10.0.0.4"),
+            with_client("rendered-worker-1", Some("2.26.0"), 4),
+        ),
+    ];
+    let failures = vec![
+        (ip("10.0.0.9"), failure("firstboot-update", 10)),
+        (ip("fd00::9"), failure("pivot", 11)),
+    ];
+    let (text, count) = encode_with_failures(&entries, &failures, 100, 100_000);
+    assert_eq!(count, 4);
+    let wire: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(wire["agents"].as_array().unwrap().len(), 2, "{text}");
+    let decoded = decode_all(&text).unwrap();
+    for (address, record) in &entries {
+        assert!(
+            decoded.served.contains(&(*address, record.clone())),
+            "{address}"
+        );
+    }
+    assert_eq!(decoded.failures.len(), 2);
+    assert_eq!(decoded.failures[0], (ip("fd00::9"), failure("pivot", 11)));
+    assert_eq!(
+        decoded.failures[1],
+        (ip("10.0.0.9"), failure("firstboot-update", 10))
+    );
+
+    // An earlier replica reads the same value: every record, no error.
+    let earlier: EarlierWire = serde_json::from_str(&text).expect("earlier replicas decode it");
+    assert_eq!(
+        (earlier.v, earlier.served.len(), earlier.configs.len()),
+        (1, 4, 1)
+    );
+
+    // An earlier replica's value reads as records with unknown clients and no failures.
+    let (earlier_text, _) = encode(
+        &[(ip("10.0.0.1"), with_client("rendered-worker-1", None, 1))],
+        10,
+        10_000,
+    );
+    assert_eq!(
+        earlier_text,
+        r#"{"v":1,"configs":[["worker","rendered-worker-1","3.4.0",""]],"served":[["10.0.0.1",0,1]]}"#,
+        "without clients or failures the value is exactly format 1 as before"
+    );
+    let decoded = decode_all(&earlier_text).unwrap();
+    assert_eq!(decoded.served[0].1.ignition, None);
+    assert!(decoded.failures.is_empty());
+
+    // A client table that does not fit its records is ignored, not misapplied.
+    let odd = r#"{"v":1,"configs":[["worker","rendered-worker-1","3.4.0",""]],
+        "served":[["10.0.0.1",0,1],["10.0.0.2",0,2]],"agents":["2.26.0"],"agent":[1]}"#;
+    let decoded = decode_all(odd).unwrap();
+    assert!(decoded.served.iter().all(|(_, r)| r.ignition.is_none()));
+}
+
+#[test]
+fn failures_take_at_most_half_the_bytes_and_the_value_stays_bounded() {
+    let entries: Vec<_> = (0..10_000u32)
+        .map(|i| {
+            (
+                IpAddr::from((0x0a00_0000 + i).to_be_bytes()),
+                ServedRecord {
+                    ignition: Some(format!("2.{}.0", i % 30)),
+                    ..record("rendered-worker-1", None, 1_732_480_000_000 + u64::from(i))
+                },
+            )
+        })
+        .collect();
+    let failures: Vec<_> = (0..2_000u32)
+        .map(|i| {
+            let mut failure = failure("firstboot-update", 1_732_480_000_000 + u64::from(i));
+            failure.message = "m".repeat(215);
+            failure.node_id = "n".repeat(60);
+            (IpAddr::from((0x0b00_0000 + i).to_be_bytes()), failure)
+        })
+        .collect();
+    let (text, count) =
+        encode_with_failures(&entries, &failures, DEFAULT_MAX_ENTRIES, DEFAULT_MAX_BYTES);
+    assert!(text.len() <= DEFAULT_MAX_BYTES, "{}", text.len());
+    let decoded = decode_all(&text).unwrap();
+    assert_eq!(decoded.served.len(), count);
+    assert!(count > 1000, "{count}");
+    let failures_bytes = serde_json::to_string(
+        &serde_json::from_str::<serde_json::Value>(&text).unwrap()["failures"],
+    )
+    .unwrap()
+    .len();
+    assert!(failures_bytes <= DEFAULT_MAX_BYTES / 2, "{failures_bytes}");
+    // The newest failures were kept.
+    assert_eq!(
+        decoded.failures[0].1.reported_at,
+        UNIX_EPOCH + Duration::from_millis(1_732_480_000_000 + 1_999)
+    );
+    eprintln!(
+        "{} failures and {count} records with clients encode to {} bytes",
+        decoded.failures.len(),
+        text.len()
+    );
+}
+
+#[test]
+fn a_replica_with_fresh_failures_is_not_stale() {
+    let now = UNIX_EPOCH + Duration::from_secs(100_000);
+    let ttl = Duration::from_secs(3600);
+    let old_ms = 1_000;
+    let fresh_ms = (100_000 - 10) * 1000;
+    let value = |served: &[(IpAddr, ServedRecord)], failures: &[(IpAddr, FailureRecord)]| {
+        encode_with_failures(served, failures, 100, 100_000).0
+    };
+    let object = ConfigMap {
+        data: Some(
+            [
+                (
+                    "gone".to_string(),
+                    value(&[(ip("10.0.0.1"), record("r", None, old_ms))], &[]),
+                ),
+                (
+                    "reporting".to_string(),
+                    value(
+                        &[(ip("10.0.0.2"), record("r", None, old_ms))],
+                        &[(ip("10.0.0.3"), failure("pivot", fresh_ms))],
+                    ),
+                ),
+                (
+                    "only-old-failures".to_string(),
+                    value(&[], &[(ip("10.0.0.4"), failure("pivot", old_ms))]),
+                ),
+            ]
+            .into_iter()
+            .collect(),
+        ),
+        ..ConfigMap::default()
+    };
+    let view = view_of(Some(&object));
+    assert_eq!(view.failures["reporting"].len(), 1);
+    let stale: Vec<String> = stale_keys(&view, "me", now, ttl)
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect();
+    assert_eq!(stale, ["gone", "only-old-failures"]);
 }

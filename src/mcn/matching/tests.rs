@@ -34,6 +34,7 @@ fn record(pool: &str, config: &str, at: u64) -> ServedRecord {
         rendered_config: config.into(),
         image: None,
         spec_version: SpecVersion::V3_5,
+        ignition: None,
         served_at: UNIX_EPOCH + Duration::from_secs(at),
     }
 }
@@ -246,4 +247,122 @@ fn unknown_reasons_parse_back_from_their_annotation_values() {
         assert_eq!(UnknownReason::parse(reason.as_str()), Some(reason));
     }
     assert_eq!(UnknownReason::parse("written-by-hand"), None);
+}
+
+fn failure(pool: &str, at: u64) -> FailureRecord {
+    FailureRecord {
+        pool: pool.into(),
+        node_id: "localhost".into(),
+        stage: "firstboot-update".into(),
+        message: "error pulling image".into(),
+        image: "quay.io".into(),
+        reported_at: UNIX_EPOCH + Duration::from_secs(at),
+    }
+}
+
+/// Records as in [`merged`] plus failures as (replica, address, pool, reported at).
+fn merged_with_failures(
+    records: &[(&str, &str, &str, &str, u64)],
+    failures: &[(&str, &str, &str, u64)],
+) -> MergedRecords {
+    let mut published: BTreeMap<String, Vec<(IpAddr, FailureRecord)>> = BTreeMap::new();
+    for (replica, address, pool, at) in failures {
+        published
+            .entry(replica.to_string())
+            .or_default()
+            .push((ip(address), failure(pool, *at)));
+    }
+    merged(records).with_failures(
+        "",
+        Vec::new(),
+        &published,
+        UNIX_EPOCH + Duration::from_secs(JOINED),
+        Duration::from_secs(3600),
+    )
+}
+
+fn matched_failure(node: &Node, merged: &MergedRecords, nodes: &[&Node]) -> Option<(IpAddr, u64)> {
+    let owners = nodes_by_address(nodes.iter().copied());
+    match_failure(node, merged, &owners).map(|m| {
+        (
+            m.address,
+            m.failure
+                .reported_at
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_secs(),
+        )
+    })
+}
+
+#[test]
+fn a_failure_reported_before_the_node_joined_is_its_own() {
+    let worker = node("worker-0", &["10.0.0.5"]);
+    let other = node("worker-1", &["10.0.0.6"]);
+    let all = [&worker, &other];
+    let served = [(
+        "r0",
+        "10.0.0.5",
+        "worker",
+        "rendered-worker-1",
+        JOINED - 600,
+    )];
+    // Served, then failed twice (two replicas got a report): the newest failure wins.
+    let merged = merged_with_failures(
+        &served,
+        &[
+            ("r0", "10.0.0.5", "worker", JOINED - 500),
+            ("r1", "10.0.0.5", "worker", JOINED - 400),
+        ],
+    );
+    assert_eq!(
+        matched_failure(&worker, &merged, &all),
+        Some((ip("10.0.0.5"), JOINED - 400))
+    );
+    assert_eq!(
+        matched_failure(&other, &merged, &all),
+        None,
+        "another machine's"
+    );
+    assert_eq!(merged.failures().count(), 2);
+}
+
+#[test]
+fn failures_that_cannot_be_the_nodes_own_are_never_matched() {
+    let worker = node("worker-0", &["10.0.0.5"]);
+    let master = node_with_role("master-0", "master", &["10.0.0.5"]);
+    let alone = [&worker];
+    // Reported after the node joined (beyond the clock skew): another machine's.
+    let late = merged_with_failures(&[], &[("r0", "10.0.0.5", "worker", TOO_LATE)]);
+    assert_eq!(matched_failure(&worker, &late, &alone), None);
+    // Within the skew allowance it counts.
+    let skewed = merged_with_failures(&[], &[("r0", "10.0.0.5", "worker", JOINED + 5)]);
+    assert!(matched_failure(&worker, &skewed, &alone).is_some());
+    // Another pool family's report.
+    let master_report = merged_with_failures(&[], &[("r0", "10.0.0.5", "master", JOINED - 5)]);
+    assert_eq!(matched_failure(&worker, &master_report, &alone), None);
+    // An address two Nodes have: the source is unknown.
+    let shared = merged_with_failures(&[], &[("r0", "10.0.0.5", "worker", JOINED - 5)]);
+    assert_eq!(matched_failure(&worker, &shared, &[&worker, &master]), None);
+    // The machine started over: a config served after the failure, before the node joined.
+    let started_over = merged_with_failures(
+        &[(
+            "r1",
+            "10.0.0.5",
+            "worker",
+            "rendered-worker-1",
+            JOINED - 100,
+        )],
+        &[("r0", "10.0.0.5", "worker", JOINED - 200)],
+    );
+    assert_eq!(matched_failure(&worker, &started_over, &alone), None);
+    // A config served to the address after the node joined (another machine) changes nothing.
+    let reused = merged_with_failures(
+        &[("r1", "10.0.0.5", "worker", "rendered-worker-1", TOO_LATE)],
+        &[("r0", "10.0.0.5", "worker", JOINED - 200)],
+    );
+    assert!(matched_failure(&worker, &reused, &alone).is_some());
+    // Expired reports are not merged.
+    let old = merged_with_failures(&[], &[("r0", "10.0.0.5", "worker", JOINED - 7200)]);
+    assert_eq!(old.failures().count(), 0);
 }

@@ -81,6 +81,7 @@ fn record(config: &str, at: i64) -> ServedRecord {
         rendered_config: config.into(),
         image: None,
         spec_version: SpecVersion::V3_4,
+        ignition: None,
         served_at: UNIX_EPOCH + Duration::from_secs(u64::try_from(at).unwrap()),
     }
 }
@@ -218,7 +219,7 @@ fn our_not_yet_set_desired_config_is_filled_and_nothing_else_changes() {
         "status": {"conditions": [], "configVersion": {"desired": "not-yet-set"}, "observedGeneration": 1}
     }))];
     let plan = plan(&world(&nodes, &existing), no_records, false);
-    let [Action::Fill { mcn, filled }] = plan.actions.as_slice() else {
+    let [Action::Fill { mcn, filled, .. }] = plan.actions.as_slice() else {
         panic!("{:?}", plan.actions);
     };
     assert_eq!(filled, &["spec.configVersion.desired"]);
@@ -245,7 +246,7 @@ fn a_bootstrap_record_found_later_is_filled_in() {
             .then(|| record("rendered-worker-1", CREATED - 60))
     };
     let plan = plan(&world(&nodes, &existing), records, false);
-    let [Action::Fill { mcn, filled }] = plan.actions.as_slice() else {
+    let [Action::Fill { mcn, filled, .. }] = plan.actions.as_slice() else {
         panic!("{:?}", plan.actions);
     };
     assert_eq!(filled, &["bootstrap record"]);
@@ -454,7 +455,7 @@ fn a_shared_address_gives_source_unknown_never_another_machines_record() {
         .actions
         .iter()
         .filter_map(|a| match a {
-            Action::Fill { mcn, filled } => Some((mcn, filled)),
+            Action::Fill { mcn, filled, .. } => Some((mcn, filled)),
             _ => None,
         })
         .collect();
@@ -469,4 +470,166 @@ fn a_shared_address_gives_source_unknown_never_another_machines_record() {
         .actions
         .iter()
         .any(|a| matches!(a, Action::Fill { .. })));
+}
+
+/// One failure report from `address`, reported at `at` (Unix seconds).
+#[derive(Clone, Copy)]
+struct Failures {
+    address: IpAddr,
+    at: i64,
+}
+
+impl ServedLookup for Failures {
+    fn served_to(&self, _: IpAddr) -> Vec<crate::mcn::matching::Served> {
+        Vec::new()
+    }
+
+    fn failures_from(&self, address: IpAddr) -> Vec<crate::mcn::matching::Reported> {
+        (address == self.address)
+            .then(|| crate::mcn::matching::Reported {
+                replica: "r0".into(),
+                failure: crate::server::served::FailureRecord {
+                    pool: "worker".into(),
+                    node_id: "localhost".into(),
+                    stage: "firstboot-update".into(),
+                    message: "error pulling image: token=[REDACTED]".into(),
+                    image: "quay.io".into(),
+                    reported_at: UNIX_EPOCH + Duration::from_secs(u64::try_from(self.at).unwrap()),
+                },
+            })
+            .into_iter()
+            .collect()
+    }
+}
+
+/// `node` with a boot ID and, when `ready_at` is given, `Ready` since then.
+fn booted(node: &Arc<Node>, boot_id: &str, ready_at: Option<&str>) -> Arc<Node> {
+    let mut value = serde_json::to_value(node.as_ref()).unwrap();
+    value["status"]["nodeInfo"] = json!({
+        "bootID": boot_id, "machineID": "", "systemUUID": "", "kernelVersion": "", "osImage": "",
+        "containerRuntimeVersion": "", "kubeletVersion": "", "kubeProxyVersion": "",
+        "operatingSystem": "linux", "architecture": "amd64"
+    });
+    if let Some(at) = ready_at {
+        value["status"]["conditions"] =
+            json!([{"type": "Ready", "status": "True", "lastTransitionTime": at}]);
+    }
+    Arc::new(serde_json::from_value(value).unwrap())
+}
+
+#[test]
+fn a_reported_failure_is_written_once_and_a_later_boot_clears_it() {
+    let plain = node("w1", &["worker"], "10.0.0.21", json!({}));
+    let nodes = [booted(&plain, "boot-1", Some("2023-11-14T22:14:00Z"))];
+    let failures = Failures {
+        address: "10.0.0.21".parse().unwrap(),
+        at: CREATED - 120,
+    };
+    // A new node: its MCN is created with the failure.
+    let plan = plan(&world(&nodes, &[]), failures, false);
+    let [Action::Create { mcn: created, .. }] = plan.actions.as_slice() else {
+        panic!("{:?}", plan.actions);
+    };
+    let a = created.metadata.annotations.as_ref().unwrap();
+    assert_eq!(a[annotations::FIRSTBOOT_FAILURE_STAGE], "firstboot-update");
+    assert_eq!(a[annotations::FIRSTBOOT_FAILURE_AT], "2023-11-14T22:11:20Z");
+    assert_eq!(a[annotations::FIRSTBOOT_FAILURE_ADDRESS], "10.0.0.21");
+    assert_eq!(a[annotations::FIRSTBOOT_FAILURE_BOOT_ID], "boot-1");
+    assert_eq!(a[annotations::FIRSTBOOT_FAILURE_IMAGE], "quay.io");
+    assert_eq!(a[annotations::FIRSTBOOT_FAILURE_NODE_ID], "localhost");
+    assert_eq!(
+        a[annotations::FIRSTBOOT_FAILURE_MESSAGE],
+        "error pulling image: token=[REDACTED]"
+    );
+
+    // Our MCN created before the report was known: filled in.
+    let existing = [mcn(json!({
+        "metadata": {"name": "w1", "annotations": ours()},
+        "spec": {"configVersion": {"desired": "rendered-worker-1"}},
+        "status": {"configVersion": {"desired": "not-yet-set"}}
+    }))];
+    let plan = super::plan(&world(&nodes, &existing), failures, false);
+    let [Action::Fill {
+        mcn: filled_in,
+        filled,
+        removed,
+    }] = plan.actions.as_slice()
+    else {
+        panic!("{:?}", plan.actions);
+    };
+    assert_eq!(filled, &["firstboot failure"]);
+    assert!(removed.is_empty());
+    let with_failure = {
+        let mut mcn = (*existing[0]).clone();
+        mcn.metadata.annotations = filled_in.metadata.annotations.clone();
+        [Arc::new(mcn)]
+    };
+    // Written: nothing more to do, in the same boot or a later one that is not ready yet.
+    assert!(super::plan(&world(&nodes, &with_failure), failures, false)
+        .actions
+        .is_empty());
+    let rebooting = [booted(&plain, "boot-2", None)];
+    assert!(
+        super::plan(&world(&rebooting, &with_failure), failures, false)
+            .actions
+            .is_empty()
+    );
+    // A later boot that became ready: cleared, and marked so it is never written again.
+    let rebooted = [booted(&plain, "boot-2", Some("2023-11-15T08:00:00Z"))];
+    let plan = super::plan(&world(&rebooted, &with_failure), failures, false);
+    let [Action::Fill {
+        mcn: cleared,
+        filled,
+        removed: cleared_keys,
+    }] = plan.actions.as_slice()
+    else {
+        panic!("{:?}", plan.actions);
+    };
+    assert_eq!(filled, &["firstboot failure cleared"]);
+    assert_eq!(
+        cleared_keys
+            .iter()
+            .copied()
+            .collect::<std::collections::BTreeSet<_>>(),
+        annotations::FIRSTBOOT_FAILURE.into_iter().collect(),
+        "every failure annotation written is removed"
+    );
+    let a = cleared.metadata.annotations.as_ref().unwrap();
+    for key in annotations::FIRSTBOOT_FAILURE {
+        assert!(!a.contains_key(key), "{key} is gone");
+    }
+    assert_eq!(
+        a[annotations::FIRSTBOOT_FAILURE_CLEARED_AT],
+        "2023-11-15T08:00:00Z"
+    );
+    assert_eq!(a[annotations::CREATED_BY], annotations::CREATED_BY_VALUE);
+    let done = {
+        let mut mcn = (*existing[0]).clone();
+        mcn.metadata.annotations = cleared.metadata.annotations.clone();
+        [Arc::new(mcn)]
+    };
+    assert!(super::plan(&world(&rebooted, &done), failures, false)
+        .actions
+        .is_empty());
+
+    // A failure written without a boot ID is never cleared by a guess.
+    let unbooted = [plain.clone()];
+    let plan = super::plan(&world(&unbooted, &existing), failures, false);
+    let [Action::Fill { mcn: no_boot, .. }] = plan.actions.as_slice() else {
+        panic!("{:?}", plan.actions);
+    };
+    assert!(!no_boot
+        .metadata
+        .annotations
+        .as_ref()
+        .unwrap()
+        .contains_key(annotations::FIRSTBOOT_FAILURE_BOOT_ID));
+    let written = {
+        let mut mcn = (*existing[0]).clone();
+        mcn.metadata.annotations = no_boot.metadata.annotations.clone();
+        [Arc::new(mcn)]
+    };
+    assert!(super::plan(&world(&rebooted, &written), failures, false)
+        .actions
+        .is_empty());
 }

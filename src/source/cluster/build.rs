@@ -100,9 +100,10 @@ impl RenderDigests {
 }
 
 /// A hash of what the server reads of a Node: uid, labels, annotations, creation and
-/// deletion time, `status.addresses` and `status.phase` (renders read labels and annotations;
-/// the MachineConfigNode publisher all of it). Not the resourceVersion and nothing else of the
-/// status: kubelets rewrite Node status every few seconds, and on a large cluster a new snapshot
+/// deletion time, `status.addresses`, `status.phase`, the boot ID and the `Ready` condition's
+/// status and transition time (renders read labels and annotations; the MachineConfigNode
+/// publisher all of it). Not the resourceVersion and nothing else of the status (no heartbeat
+/// time): kubelets rewrite Node status every few seconds, and on a large cluster a new snapshot
 /// per heartbeat would rebuild (and re-render) continuously. The watch keeps only these fields.
 pub fn node_digest(node: &Node) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -124,6 +125,19 @@ pub fn node_digest(node: &Node) -> u64 {
         status.phase.hash(&mut hasher);
         for address in status.addresses.iter().flatten() {
             (&address.type_, &address.address).hash(&mut hasher);
+        }
+        status
+            .node_info
+            .as_ref()
+            .map(|i| &i.boot_id)
+            .hash(&mut hasher);
+        for condition in status.conditions.iter().flatten() {
+            (
+                &condition.type_,
+                &condition.status,
+                condition.last_transition_time.as_ref().map(|t| t.0),
+            )
+                .hash(&mut hasher);
         }
     }
     hasher.finish()

@@ -6,7 +6,8 @@
 //! default [`decode_via_value`](super::lenient::decode_via_value)) allocated for every field of
 //! it, only for all but a tenth to be dropped. Here the JSON goes into a shape with only the
 //! fields the server reads (see [`node_digest`](super::build::node_digest): renders read labels
-//! and annotations, the MachineConfigNode publisher and events the rest); serde skips every
+//! and annotations, the MachineConfigNode publisher and events the rest: addresses, phase, the
+//! boot ID and the `Ready` condition without its heartbeat); serde skips every
 //! other field as it reads (`IgnoredAny`, no allocation). The result is a k8s-openapi `Node`
 //! holding those fields, so the rest of the server is unaware of the shape.
 //!
@@ -20,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeStatus};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeStatus, NodeSystemInfo};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Deserializer};
 
@@ -51,6 +52,27 @@ struct MetadataShape {
 struct StatusShape {
     addresses: Option<Vec<NodeAddress>>,
     phase: Option<String>,
+    #[serde(rename = "nodeInfo")]
+    node_info: Option<NodeInfoShape>,
+    conditions: Option<Vec<ConditionShape>>,
+}
+
+/// Of `nodeInfo`, only which boot the machine runs (it changes with every reboot).
+#[derive(Deserialize)]
+struct NodeInfoShape {
+    #[serde(rename = "bootID")]
+    boot_id: Option<String>,
+}
+
+/// Of the conditions, only `Ready`'s status and when it last changed: never the heartbeat
+/// times, which kubelets rewrite every few seconds.
+#[derive(Deserialize)]
+struct ConditionShape {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+    #[serde(rename = "lastTransitionTime")]
+    last_transition_time: Option<Time>,
 }
 
 impl Decode for Node {
@@ -81,6 +103,23 @@ impl Decode for Node {
             status: shape.status.map(|s| NodeStatus {
                 addresses: s.addresses,
                 phase: s.phase,
+                node_info: s.node_info.map(|info| NodeSystemInfo {
+                    boot_id: info.boot_id.unwrap_or_default(),
+                    ..NodeSystemInfo::default()
+                }),
+                conditions: s.conditions.and_then(|conditions| {
+                    let ready: Vec<NodeCondition> = conditions
+                        .into_iter()
+                        .filter(|c| c.type_ == "Ready")
+                        .map(|c| NodeCondition {
+                            type_: c.type_,
+                            status: c.status,
+                            last_transition_time: c.last_transition_time,
+                            ..NodeCondition::default()
+                        })
+                        .collect();
+                    (!ready.is_empty()).then_some(ready)
+                }),
                 ..NodeStatus::default()
             }),
         };
@@ -114,7 +153,9 @@ mod tests {
             "status": {
                 "phase": "Running",
                 "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
-                "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:10Z"}],
+                "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:10Z",
+                                "lastTransitionTime": "2026-01-01T00:00:05Z", "reason": "KubeletReady"},
+                               {"type": "MemoryPressure", "status": "False", "lastHeartbeatTime": "2026-01-01T00:00:10Z"}],
                 "capacity": {"cpu": "8"},
                 "nodeInfo": {"architecture": "amd64", "bootID": "b", "containerRuntimeVersion": "c",
                              "kernelVersion": "k", "kubeProxyVersion": "p", "kubeletVersion": "v",
@@ -147,7 +188,12 @@ mod tests {
                 },
                 "status": {
                     "phase": "Running",
-                    "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]
+                    "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                    "conditions": [{"type": "Ready", "status": "True",
+                                    "lastTransitionTime": "2026-01-01T00:00:05Z"}],
+                    "nodeInfo": {"architecture": "", "bootID": "b", "containerRuntimeVersion": "",
+                                 "kernelVersion": "", "kubeProxyVersion": "", "kubeletVersion": "",
+                                 "machineID": "", "operatingSystem": "", "osImage": "", "systemUUID": ""}
                 }
             })
         );

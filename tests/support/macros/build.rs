@@ -20,6 +20,8 @@ const IGNITION_FILES: [&str; 2] = [
     "/usr/bin/ignition-validate",
 ];
 const DPKG_STATUS: &str = "/var/lib/dpkg/status";
+/// Debian's `haproxy`: a real load balancer sending the PROXY protocol.
+const HAPROXY: &str = "/usr/sbin/haproxy";
 /// Debian's `libfaketime` preload library, per architecture (the same list as
 /// `support::LIBFAKETIME_PATHS`, which the tests load it from).
 const LIBFAKETIME_PATHS: [&str; 3] = [
@@ -76,6 +78,12 @@ fn main() {
         })
         .collect::<Result<Vec<()>, String>>()
         .map(|_| ());
+    let haproxy = if Path::new(HAPROXY).is_file() {
+        watch(Path::new(HAPROXY));
+        Ok(())
+    } else {
+        Err(format!("needs {HAPROXY}: apt-get install haproxy"))
+    };
     let libfaketime = LIBFAKETIME_PATHS
         .iter()
         .map(Path::new)
@@ -123,6 +131,7 @@ fn main() {
         ("REAL_APISERVER", real),
         ("IN_TEST_APISERVER", in_test),
         ("OPENSSL_FIPS", openssl_fips),
+        ("HAPROXY", haproxy),
     ] {
         let value = match decision {
             Ok(()) => "1".to_string(),

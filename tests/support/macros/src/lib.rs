@@ -15,7 +15,9 @@
 //! - `in_test_apiserver`: the in-test API server is the one tests get (`KUBEBUILDER_ASSETS`
 //!   unset), for tests that change the cluster while the code under test sees an outage;
 //! - `openssl_fips`: OpenSSL's FIPS provider in the directory `MCS_OPENSSL_FIPS_DIR` names
-//!   (made by `.ci/openssl-fips-provider`), for the server in FIPS mode (OpenSSL build).
+//!   (made by `.ci/openssl-fips-provider`), for the server in FIPS mode (OpenSSL build);
+//! - `haproxy`: Debian's `haproxy` (`/usr/sbin/haproxy`), a real load balancer sending the
+//!   PROXY protocol.
 
 use proc_macro::{Delimiter, Group, Punct, Spacing, TokenStream, TokenTree};
 
@@ -35,9 +37,10 @@ pub fn tier(attribute: TokenStream, item: TokenStream) -> TokenStream {
             "real_apiserver" => env!("MCS_TIER_REAL_APISERVER"),
             "in_test_apiserver" => env!("MCS_TIER_IN_TEST_APISERVER"),
             "openssl_fips" => env!("MCS_TIER_OPENSSL_FIPS"),
+            "haproxy" => env!("MCS_TIER_HAPROXY"),
             other => {
                 return compile_error(&format!(
-                    "unknown tier {other:?}: upstream, promtool, ignition, ignition_current, libfaketime, real_apiserver, in_test_apiserver or openssl_fips"
+                    "unknown tier {other:?}: upstream, promtool, ignition, ignition_current, libfaketime, real_apiserver, in_test_apiserver, openssl_fips or haproxy"
                 ))
             }
         };
