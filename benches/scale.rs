@@ -344,10 +344,46 @@ fn measure_first_config(
         ),
     }
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); starters.len()];
-    for _ in 0..FIRST_CONFIG_ROUNDS {
-        for (starter, samples) in starters.iter().zip(&mut times) {
-            samples.push(first_config(starter, &pool)?);
+    let every_pool: Vec<String> = cluster.pools.iter().map(|p| p.name.clone()).collect();
+    let mut answers: Vec<Answers> = vec![Vec::new(); starters.len()];
+    for round in 0..FIRST_CONFIG_ROUNDS {
+        for (i, (starter, samples)) in starters.iter().zip(&mut times).enumerate() {
+            // The answers are compared once, after the first cold start.
+            let compare = if round == 0 { &every_pool[..] } else { &[] };
+            let (time, fetched) = first_config(starter, &pool, compare)?;
+            samples.push(time);
+            if round == 0 {
+                answers[i] = fetched;
+            }
         }
+    }
+    if starters.len() == 3 {
+        // The original and this server, under the same (the MCO's) rights: every pool, both
+        // specs, byte for byte.
+        let (go, ours) = (&answers[0], &answers[1]);
+        let differing: Vec<String> = go
+            .iter()
+            .zip(ours)
+            .filter(|(a, b)| a.2 != b.2 || a.3 != b.3)
+            .map(|(a, b)| {
+                let spec = if a.1.is_empty() { "2.2" } else { "3.4" };
+                format!("{} at {spec}: {} vs {}", a.0, a.2, b.2)
+            })
+            .collect();
+        table.add(
+            "answers equal to the original's, both under the MCO's ClusterRole",
+            format!("{} of {}", go.len() - differing.len(), go.len()),
+            "all",
+            Some(differing.is_empty() && go.len() == ours.len()),
+            if differing.is_empty() {
+                format!(
+                    "every pool at spec 2.2 and 3.4, status and body, after a cold start ({} pools)",
+                    every_pool.len()
+                )
+            } else {
+                format!("differing: {}", differing.join("; "))
+            },
+        );
     }
     let medians: Vec<Duration> = times
         .iter_mut()
@@ -386,9 +422,19 @@ fn go_token_dir(tokens: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Starts `starter` cold and times its first 200 for `/config/<pool>` (the process is killed
-/// after).
-fn first_config(starter: &Starter, pool: &str) -> Result<Duration, String> {
+/// What a server answered: (pool, Accept, status, body) per request.
+type Answers = Vec<(String, &'static str, u16, Vec<u8>)>;
+
+/// The Accept headers the answers are compared at: spec 2.2 (none) and what Ignition 2.20 asks.
+const COMPARED_ACCEPTS: [&str; 2] = ["", ACCEPT];
+
+/// Starts `starter` cold and times its first 200 for `/config/<pool>`; then, when `compare`
+/// names pools, fetches each at [`COMPARED_ACCEPTS`] (the process is killed after).
+fn first_config(
+    starter: &Starter,
+    pool: &str,
+    compare: &[String],
+) -> Result<(Duration, Answers), String> {
     let (secure, insecure) = (mcs::free_port(), mcs::free_port());
     let certs = mcs::repo().join("certs");
     let started = Instant::now();
@@ -416,9 +462,27 @@ fn first_config(starter: &Starter, pool: &str) -> Result<Duration, String> {
             .filter(|a| a.status == 200)
             .map(|_| started.elapsed())
     });
+    let mut answers = Answers::new();
+    if served.is_some() {
+        for compared in compare {
+            for accept in COMPARED_ACCEPTS {
+                let headers: Vec<(&str, &str)> = if accept.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![("Accept", accept)]
+                };
+                let path = format!("/config/{compared}");
+                let answer = mcs::try_request(address, None, "GET", &path, &headers)
+                    .map_err(|e| format!("{}: {path}: {e}", starter.label))?;
+                answers.push((compared.clone(), accept, answer.status, answer.body));
+            }
+        }
+    }
     let _ = child.kill();
     let _ = child.wait();
-    served.ok_or_else(|| format!("{}: no 200 for /config/{pool} within 120 s", starter.label))
+    let served = served
+        .ok_or_else(|| format!("{}: no 200 for /config/{pool} within 120 s", starter.label))?;
+    Ok((served, answers))
 }
 
 fn measure_all<'scope, 'env>(
