@@ -260,7 +260,7 @@ fn broken_machine_configs_get_a_clear_status_and_other_pools_keep_serving() {
         ),
         (
             "unknown spec version",
-            "  config:\n    ignition:\n      version: 3.6.0\n".into(),
+            "  config:\n    ignition:\n      version: 3.7.0\n".into(),
             "3.5.0",
             500,
         ),
