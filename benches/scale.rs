@@ -361,6 +361,13 @@ fn measure_first_config(
         // The original and this server, under the same (the MCO's) rights: every pool, both
         // specs, byte for byte.
         let (go, ours) = (&answers[0], &answers[1]);
+        // Both sides' bodies for a closer look (benches/README.md).
+        if let Ok(dir) = std::env::var("MCS_SCALE_DUMP_DIR") {
+            for (a, b) in go.iter().zip(ours) {
+                let _ = std::fs::write(format!("{dir}/{}-{}-go", a.0, a.1.len()), &a.3);
+                let _ = std::fs::write(format!("{dir}/{}-{}-ours", b.0, b.1.len()), &b.3);
+            }
+        }
         let differing: Vec<String> = go
             .iter()
             .zip(ours)
@@ -472,8 +479,15 @@ fn first_config(
                     vec![("Accept", accept)]
                 };
                 let path = format!("/config/{compared}");
-                let answer = mcs::try_request(address, None, "GET", &path, &headers)
-                    .map_err(|e| format!("{}: {path}: {e}", starter.label))?;
+                // As a booting machine retries: a pool may wait a moment longer than the first
+                // one (a layered pool until the rights are known and its own caches synced).
+                let answer =
+                    mcs::poll_every(Duration::from_millis(50), Duration::from_secs(30), || {
+                        mcs::try_request(address, None, "GET", &path, &headers)
+                            .ok()
+                            .filter(|a| a.status != 503)
+                    })
+                    .ok_or_else(|| format!("{}: {path}: 503 for 30 s", starter.label))?;
                 answers.push((compared.clone(), accept, answer.status, answer.body));
             }
         }
