@@ -26,6 +26,7 @@ pub mod accept;
 pub mod client;
 pub mod dataurl;
 mod error;
+pub mod gojson;
 mod gostd;
 mod json;
 mod parse;
