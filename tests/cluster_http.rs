@@ -248,6 +248,99 @@ fn every_spec_field_reaches_the_node_unchanged() {
     }
 }
 
+/// `metav1.ObjectMeta`'s fields in Go's declaration order (k8s.io/apimachinery
+/// `pkg/apis/meta/v1/types.go`), the order the original writes them in.
+const GO_OBJECT_META_ORDER: [&str; 15] = [
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+/// The MachineConfig a node is served (content file and encapsulated file) is the object the
+/// API server returns, written as the original's `clarketm/json` writes its informer's object
+/// (src/api/go_marshal.rs has each rule and its source): no `kind`/`apiVersion` (client-go's
+/// decoders clear them), metadata in Go's field order, `managedFields` kept, no
+/// `creationTimestamp` (clarketm calls every `metav1.Time` empty), HTML characters escaped.
+#[test]
+fn served_machine_config_is_the_api_object_as_the_original_marshals_it() {
+    let cluster = Cluster::start(true);
+    cluster.wait_ready();
+    let mut mc = small_rendered_config("rendered-go-1");
+    mc["metadata"]["labels"] = json!({"machineconfiguration.openshift.io/role": "go", "a": "1"});
+    mc["metadata"]["annotations"] = json!({"example.com/note": "a<b & c>d"});
+    cluster.api.apply_object(&mc).unwrap();
+    cluster
+        .api
+        .apply_object(&pool("go", "rendered-go-1", "rendered-go-1", 0))
+        .unwrap();
+    wait_served(&cluster, "go", DEADLINE, |c| {
+        booted_config(c) == "rendered-go-1"
+    });
+    let stored = cluster
+        .api
+        .get("MachineConfig", None, "rendered-go-1")
+        .unwrap();
+    let config = cluster.config("go");
+    let content_bytes = file(&config, "/etc/mcs-machine-config-content.json");
+    let encapsulated_bytes = file(&config, "/etc/ignition-machine-config-encapsulated.json");
+    let content: Value = serde_json::from_slice(&content_bytes).unwrap();
+    let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+
+    // The API server sends TypeMeta and a creationTimestamp; the original's informer object
+    // has no TypeMeta, and its encoder never writes a creationTimestamp.
+    assert!(stored["apiVersion"].is_string() && stored["kind"].is_string());
+    assert!(stored["metadata"]["creationTimestamp"].is_string());
+    assert_eq!(keys(&content), ["metadata", "spec"]);
+    let expected: Vec<&str> = GO_OBJECT_META_ORDER
+        .into_iter()
+        .filter(|key| *key != "creationTimestamp" && stored["metadata"].get(key).is_some())
+        .collect();
+    assert_eq!(keys(&content["metadata"]), expected, "Go's field order");
+    // managedFields kept, as the API server returned them.
+    assert!(!stored["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        content["metadata"]["managedFields"],
+        stored["metadata"]["managedFields"]
+    );
+    assert_eq!(content["metadata"]["labels"], stored["metadata"]["labels"]);
+    assert_eq!(content["spec"]["config"], stored["spec"]["config"]);
+    // Go's encoder escapes HTML characters; its MarshalIndent indents with four spaces.
+    let content_text = String::from_utf8(content_bytes).unwrap();
+    assert!(
+        content_text.contains(r#""example.com/note": "a\u003cb \u0026 c\u003ed""#),
+        "{content_text}"
+    );
+    assert!(
+        content_text.starts_with(
+            "{\n    \"metadata\": {\n        \"name\": \"rendered-go-1\",\n        \"uid\": "
+        ),
+        "{content_text}"
+    );
+    // The encapsulated MachineConfig: the same object, compact, config emptied.
+    let encapsulated_text = String::from_utf8(encapsulated_bytes).unwrap();
+    assert!(
+        encapsulated_text.starts_with(r#"{"metadata":{"name":"rendered-go-1","uid":""#),
+        "{encapsulated_text}"
+    );
+    assert!(encapsulated_text.contains(r#""managedFields":[{"manager":"#));
+    assert!(!encapsulated_text.contains("creationTimestamp"));
+}
+
 #[test]
 fn served_config_follows_the_pool_and_waits_for_an_updated_machine() {
     let cluster = Cluster::start(true);

@@ -189,9 +189,19 @@ async fn publishes_the_cluster_once_every_cache_has_synced() {
         .as_ref()
         .expect("rendered config decodes");
     assert!(mc.spec.config.is_some());
+    // A MachineConfig keeps its managedFields: the original serves them to the node inside
+    // the MachineConfig files (src/api/go_marshal.rs). Every other cached kind drops them.
     assert!(
-        mc.metadata.managed_fields.is_none(),
-        "managedFields are stripped from cached objects"
+        mc.metadata
+            .managed_fields
+            .as_ref()
+            .is_some_and(|m| !m.is_empty()),
+        "a MachineConfig's managedFields are kept"
+    );
+    let pool = snapshot.pools["worker"].as_ref().expect("pool decodes");
+    assert!(
+        pool.metadata.managed_fields.is_none(),
+        "managedFields are stripped from other cached objects"
     );
     let cc = snapshot
         .controller_config
@@ -199,6 +209,7 @@ async fn publishes_the_cluster_once_every_cache_has_synced() {
         .expect("ControllerConfig present")
         .as_ref()
         .expect("decodes");
+    assert!(cc.metadata.managed_fields.is_none());
     assert!(cc.spec.kube_api_server_serving_ca().unwrap().is_some());
     assert_eq!(
         snapshot.layered.registry_hosts,

@@ -4,6 +4,7 @@
 //! that objects from newer clusters still deserialize; types we write (MachineConfigNode) must
 //! produce objects the real CRD schema in `shared/crds/` accepts.
 
+pub mod go_marshal;
 pub mod imagebuild;
 pub mod machineconfig;
 pub mod machineconfignode;

@@ -9,6 +9,8 @@
 //! - [`to_value_as`] / [`serialize_as`]: canonical 3.6 or 3.5 → 3.6, 3.5, 3.4, 3.3, 3.2, 3.1,
 //!   3.0 or 2.2, validated as the original's serve path does, translated hop by hop, empty
 //!   members omitted. A config that cannot be expressed is a [`TranslateError`] naming the field.
+//!   [`serialize_as`] writes the original's bytes: Go's field order and `clarketm/json`'s
+//!   escaping ([`gojson`]).
 //! - [`accept::negotiate`] / [`accept::choose`] (the served version follows the Accept header
 //!   and the rendered config's spec), [`dataurl::encode`] / [`dataurl::decode`].
 //! - [`client::IgnitionRelease`]: the Ignition client's own release, from a request's
@@ -26,6 +28,8 @@ pub mod accept;
 pub mod client;
 pub mod dataurl;
 mod error;
+mod go_order;
+pub mod gojson;
 mod gostd;
 mod json;
 mod parse;

@@ -37,6 +37,6 @@ fn none_scalars_are_not_serialized_as_null() {
     assert!(!text.contains("null"), "{text}");
     assert_eq!(
         text,
-        r#"{"ignition":{"version":"3.5.0"},"storage":{"files":[{"contents":{"source":"data:,a"},"mode":420,"path":"/etc/a"}]}}"#
+        r#"{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/etc/a","contents":{"source":"data:,a"},"mode":420}]}}"#
     );
 }

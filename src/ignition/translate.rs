@@ -13,6 +13,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::error::{Stage, TranslateError};
+use super::go_order::to_go_order;
+use super::gojson::{self, Escaping, Keys};
 use super::gostd::url_parse;
 use super::json::{first_difference, join_index, join_key, strip_empty};
 use super::parse::round_trip;
@@ -84,13 +86,15 @@ pub fn to_value_as(config: &Config, target: SpecVersion) -> Result<Value, Transl
     shape_3x(&cfg, target)
 }
 
-/// Translate and serialize as compact JSON.
+/// Translate and serialize as compact JSON, byte for byte as the original writes it: Go's
+/// field order ([`to_go_order`]; 2.2 is built in it) and `clarketm/json`'s escaping (`<`, `>`,
+/// `&` as `\u003c`, `\u003e`, `\u0026`).
 pub fn serialize_as(config: &Config, target: SpecVersion) -> Result<Vec<u8>, TranslateError> {
-    let value = to_value_as(config, target)?;
-    serde_json::to_vec(&value).map_err(|e| TranslateError::Serialize {
-        target,
-        detail: e.to_string(),
-    })
+    let mut value = to_value_as(config, target)?;
+    if target != SpecVersion::V2_2 {
+        to_go_order(&mut value);
+    }
+    Ok(gojson::to_vec(&value, Escaping::Clarketm, Keys::AsGiven))
 }
 
 fn unsupported(

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ignition_config::v3_5 as ign;
 
+use crate::api::go_marshal::{self, Origin};
 use crate::api::{annotations, MachineConfig};
 use crate::ignition::{self, dataurl, Config, ParseError, SpecVersion, TranslateError};
 use crate::snapshot::{Input, LayeredGate, LoadError, Mode, Snapshot};
@@ -195,7 +196,7 @@ pub fn render(
     append_file(
         &mut config,
         MACHINE_CONFIG_CONTENT_PATH,
-        &to_json_indented(&machine_config, &name)?,
+        &machine_config_content(snapshot.mode, &machine_config, &name)?,
     );
     for (registry, cert) in &snapshot.registry_certs {
         let cert = cert
@@ -210,7 +211,7 @@ pub fn render(
     append_file(
         &mut config,
         ENCAPSULATED_PATH,
-        &encapsulated_machine_config(&machine_config, &name, version)?,
+        &encapsulated_machine_config(snapshot.mode, &machine_config, &name, version)?,
     );
 
     let body =
@@ -433,6 +434,7 @@ pub fn node_annotations(rendered_config: &str, image: Option<&str>) -> String {
 /// (The original's bootstrap mode always encapsulates 3.5; we encapsulate the requested version in
 /// both modes, as its cluster mode does.)
 fn encapsulated_machine_config(
+    mode: Mode,
     machine_config: &MachineConfig,
     name: &str,
     version: SpecVersion,
@@ -445,11 +447,26 @@ fn encapsulated_machine_config(
     })?;
     let mut encapsulated = machine_config.clone();
     encapsulated.spec.config = Some(empty);
-    serde_json::to_vec(&encapsulated)
-        .map_err(|e| RenderError::InvalidInput(format!("machine config {name:?}: {e}")))
+    match mode {
+        Mode::Cluster => Ok(go_marshal::marshal(&encapsulated, Origin::Informer)),
+        Mode::Bootstrap => serde_json::to_vec(&encapsulated)
+            .map_err(|e| RenderError::InvalidInput(format!("machine config {name:?}: {e}"))),
+    }
 }
 
-/// `json.MarshalIndent(mc, "", "    ")`.
+/// The MachineConfig content file: `json.MarshalIndent(mc, "", "    ")`.
+fn machine_config_content(
+    mode: Mode,
+    machine_config: &MachineConfig,
+    name: &str,
+) -> Result<Vec<u8>, RenderError> {
+    match mode {
+        Mode::Cluster => Ok(go_marshal::marshal_indent(machine_config, Origin::Informer)),
+        Mode::Bootstrap => to_json_indented(machine_config, name),
+    }
+}
+
+/// `json.MarshalIndent(mc, "", "    ")`, with serde's field order.
 fn to_json_indented(machine_config: &MachineConfig, name: &str) -> Result<Vec<u8>, RenderError> {
     use serde::Serialize as _;
     let mut out = Vec::new();

@@ -3,7 +3,7 @@
 //! `serde_yaml` (bootstrap mode, `source::bootstrap`). Shared by the per-kind targets.
 //!
 //! Properties: decoding never panics; the lenient decode agrees with a plain typed decode (the
-//! same object, or both failing), keeps the object's name and drops `managedFields`; a decoded
+//! same object, or both failing), keeps the object's name and drops `managedFields` (but a MachineConfig's); a decoded
 //! object re-serializes (JSON and YAML) and re-decodes to the same value.
 
 use std::fmt::Debug;
@@ -17,6 +17,7 @@ use serde::Serialize;
 pub fn decode_all<K>(data: &[u8]) -> Vec<K>
 where
     K: DeserializeOwned + Serialize + Debug + Clone + Resource,
+    K::DynamicType: Default,
     Lenient<K>: DeserializeOwned,
 {
     let mut decoded = Vec::new();
@@ -34,6 +35,7 @@ where
 pub fn decode_json<K>(data: &[u8]) -> Option<K>
 where
     K: DeserializeOwned + Serialize + Debug + Clone + Resource,
+    K::DynamicType: Default,
     Lenient<K>: DeserializeOwned,
 {
     let lenient = serde_json::from_slice::<Lenient<K>>(data);
@@ -54,9 +56,13 @@ where
         );
         return None;
     };
+    // A MachineConfig keeps its managedFields (the original serves them in the MachineConfig
+    // files it appends); every other kind drops them.
+    let keeps_managed_fields = K::kind(&Default::default()) == "MachineConfig";
     if let Some(meta) = value
         .get_mut("metadata")
         .and_then(serde_json::Value::as_object_mut)
+        .filter(|_| !keeps_managed_fields)
     {
         meta.remove("managedFields");
     }
@@ -73,7 +79,7 @@ where
                 object.meta().name.as_deref().unwrap_or_default()
             );
             assert!(
-                object.meta().managed_fields.is_none(),
+                keeps_managed_fields || object.meta().managed_fields.is_none(),
                 "managedFields are dropped"
             );
             assert_round_trips(&typed);

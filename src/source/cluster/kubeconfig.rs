@@ -4,7 +4,9 @@
 //! `--apiserver-url`: one cluster `local`, one user `kubelet` with the token, one context
 //! `kubelet`. The CA is taken from `binaryData["ca-bundle.crt"]` of the ConfigMap
 //! `openshift-machine-config-operator/kubeconfig-data` when it is present, from `ca.crt`
-//! otherwise. The YAML keeps the original's shape (keys sorted, `preferences: {}`).
+//! otherwise. The YAML keeps the original's shape: keys sorted (its `yaml.Marshal` goes through
+//! JSON), and no `preferences` (client-go's `clientcmd/api/v1.Config` at the original's commit
+//! 7ff337a4f tags it `json:"preferences,omitzero"`, and an empty `Preferences` is zero).
 //!
 //! Owns building the bytes and reading the two files; when to re-read them is the source's job.
 
@@ -132,7 +134,6 @@ pub fn served_kubeconfig(
             name: "kubelet",
         }],
         current_context: "kubelet",
-        preferences: Preferences {},
         users: vec![NamedUser {
             name: "kubelet",
             user: User { token },
@@ -143,14 +144,14 @@ pub fn served_kubeconfig(
         .map_err(|error| KubeconfigError::Serialize(error.to_string()))
 }
 
-// Field order is alphabetical, as the original's JSON-to-YAML marshalling writes it.
+// Field order is alphabetical, as the original's JSON-to-YAML marshalling writes it. No
+// `preferences`: the original's `Preferences` is `omitzero` and always empty (see the module doc).
 #[derive(Serialize)]
 struct Kubeconfig<'a> {
     clusters: Vec<NamedCluster<'a>>,
     contexts: Vec<NamedContext<'a>>,
     #[serde(rename = "current-context")]
     current_context: &'a str,
-    preferences: Preferences,
     users: Vec<NamedUser<'a>>,
 }
 
@@ -180,9 +181,6 @@ struct Context<'a> {
 }
 
 #[derive(Serialize)]
-struct Preferences {}
-
-#[derive(Serialize)]
 struct NamedUser<'a> {
     name: &'a str,
     user: User<'a>,
@@ -209,7 +207,6 @@ mod tests {
              contexts:\n\
              - context:\n    cluster: local\n    user: kubelet\n  name: kubelet\n\
              current-context: kubelet\n\
-             preferences: {{}}\n\
              users:\n\
              - name: kubelet\n  user:\n    token: abc.def\n",
             base64::engine::general_purpose::STANDARD.encode(CA)

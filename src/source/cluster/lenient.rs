@@ -4,9 +4,12 @@
 //! would fail the list, keep the cache from ever syncing and take every pool down with it. A
 //! `Lenient<K>` decodes its metadata strictly (the API server guarantees it) and the object
 //! itself per object, keeping the error instead of failing: one broken MachineConfig fails only
-//! the pools that serve it. Decoding also drops `metadata.managedFields`, which nothing here
-//! reads and which can be most of an object's size, and the wrapper's own metadata keeps only
-//! name, namespace, uid and resourceVersion when the object decoded (it has the rest).
+//! the pools that serve it. Decoding also drops `metadata.managedFields`, which can be most of an
+//! object's size, except a MachineConfig's: the original serves those back to the node inside
+//! the MachineConfig content and encapsulated files ([`crate::api::go_marshal`]), and they are a
+//! few hundred bytes to a few KB beside a rendered config's hundreds of KB. The wrapper's own
+//! metadata keeps only name, namespace, uid and resourceVersion when the object decoded (it has
+//! the rest).
 //!
 //! Nodes, thousands of them and rewritten by every kubelet heartbeat, decode straight into the
 //! few fields the server reads instead ([`super::slim_node`]).
@@ -102,19 +105,32 @@ impl<'de, K: Decode> Deserialize<'de> for Lenient<K> {
     }
 }
 
+/// Whether a decode keeps `metadata.managedFields`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ManagedFields {
+    Drop,
+    Keep,
+}
+
 /// The per-object decode: the whole object to a `Value`, its metadata strictly, the typed
 /// object keeping the error instead of failing.
 pub fn decode_via_value<'de, K: DeserializeOwned, D: Deserializer<'de>>(
     deserializer: D,
+    managed_fields: ManagedFields,
 ) -> Result<Lenient<K>, D::Error> {
     let mut value = serde_json::Value::deserialize(deserializer)?;
-    if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-        meta.remove("managedFields");
-    }
+    let meta = value.get_mut("metadata").and_then(|m| m.as_object_mut());
+    // Out of the metadata the wrapper reads; back in the object's when kept.
+    let managed = meta.and_then(|meta| meta.remove("managedFields"));
     let metadata = match value.get("metadata") {
         Some(meta) => ObjectMeta::deserialize(meta).map_err(D::Error::custom)?,
         None => ObjectMeta::default(),
     };
+    if let (ManagedFields::Keep, Some(managed)) = (managed_fields, managed) {
+        if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            meta.insert("managedFields".to_string(), managed);
+        }
+    }
     let object = serde_json::from_value::<K>(value)
         .map(Arc::new)
         .map_err(|error| Undecodable(error.to_string()));
@@ -141,20 +157,23 @@ pub fn identity(metadata: &ObjectMeta) -> ObjectMeta {
 /// Kinds decoded through a `Value`: custom resources (their schemas may allow what our types
 /// do not read) and the small built-in kinds, of which there are a handful.
 macro_rules! decode_via_value {
-    ($($kind:ty),* $(,)?) => {$(
+    ($managed_fields:expr => $($kind:ty),* $(,)?) => {$(
         impl Decode for $kind {
             fn decode<'de, D: Deserializer<'de>>(
                 deserializer: D,
             ) -> Result<Lenient<Self>, D::Error> {
-                decode_via_value(deserializer)
+                decode_via_value(deserializer, $managed_fields)
             }
         }
     )*};
 }
 
+// What a node is served of a MachineConfig includes its managedFields (see the module doc).
+decode_via_value!(ManagedFields::Keep => crate::api::MachineConfig);
+
 decode_via_value!(
+    ManagedFields::Drop =>
     crate::api::MachineConfigPool,
-    crate::api::MachineConfig,
     crate::api::ControllerConfig,
     crate::api::imagebuild::MachineOSConfig,
     crate::api::imagebuild::MachineOSBuild,
@@ -248,14 +267,26 @@ mod tests {
     }
 
     #[test]
-    fn managed_fields_are_dropped() {
-        let parsed: Lenient<MachineConfig> = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "mc", "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
+    fn managed_fields_are_dropped_except_a_machine_configs() {
+        let object = serde_json::json!({
+            "metadata": {"name": "o", "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
             "spec": {}
-        }))
-        .expect("decodes");
-        assert!(parsed.meta().managed_fields.is_none());
-        let object = parsed.object().expect("valid");
-        assert!(object.metadata.managed_fields.is_none());
+        });
+        let pool: Lenient<crate::api::MachineConfigPool> =
+            serde_json::from_value(object.clone()).expect("decodes");
+        assert!(pool.meta().managed_fields.is_none());
+        let decoded = pool.object().expect("valid");
+        assert!(decoded.metadata.managed_fields.is_none());
+        // A MachineConfig keeps them in its object (served back to nodes), not in the wrapper.
+        let mc: Lenient<MachineConfig> = serde_json::from_value(object).expect("decodes");
+        assert!(mc.meta().managed_fields.is_none());
+        let decoded = mc.object().expect("valid");
+        let kept = decoded
+            .metadata
+            .managed_fields
+            .as_deref()
+            .unwrap_or_default();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].manager.as_deref(), Some("kubectl"));
     }
 }
