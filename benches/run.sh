@@ -16,6 +16,7 @@ COLD_SAMPLES=${MCS_BENCH_COLD_SAMPLES:-5}         # cold renders measured per fi
 # the upstream-rendered one under $MCS_UPSTREAM_ASSETS/fixtures/bootstrap-realistic).
 FIXTURE=${MCS_BENCH_FIXTURE:-$REPO/tests/fixtures/generated/bootstrap-full}
 CERT=${MCS_BENCH_CERT:-$REPO/certs/tls.crt}
+CA=${MCS_BENCH_CA:-$REPO/certs/ca.crt}            # loadgen checks the certificate against it
 KEY=${MCS_BENCH_KEY:-$REPO/certs/tls.key}
 SYNTHETIC_BYTES=${MCS_BENCH_SYNTHETIC_BYTES:-1860000} # Ignition content per synthetic MachineConfig
 SERVERS=${MCS_BENCH_SERVERS:-ours,nginx}          # "nginx" alone checks the harness without our server
@@ -27,12 +28,16 @@ REALISTIC_VERSIONS=${MCS_BENCH_REALISTIC_VERSIONS:-3.4.0}
 SYNTHETIC_VERSIONS=${MCS_BENCH_SYNTHETIC_VERSIONS:-2.2.0,3.0.0,3.1.0,3.2.0,3.3.0,3.4.0,3.5.0}
 CLUSTER_POOLS=${MCS_BENCH_CLUSTER_POOLS:-20}       # synthetic 4 MB pools served in cluster mode
 CLUSTER_VERSIONS=${MCS_BENCH_CLUSTER_VERSIONS:-3.4.0}
+FIXTURES=${MCS_BENCH_FIXTURES:-realistic,synthetic,cluster} # which fixtures to run
 USER_AGENT='Ignition/2.20.0'
 
-# Targets from issue 8; issue 28: the OpenSSL build at least as fast as nginx.
+# Targets from issue 8; issue 28: the OpenSSL build at least as fast as nginx; issue 34: cluster
+# mode (repeated fetches, an answer already durable) as fast as nginx for both builds.
 TARGET_THROUGHPUT_RATIO=0.8
 TARGET_OPENSSL_THROUGHPUT_RATIO=1.0
 TARGET_P99_RATIO=1.5
+TARGET_CLUSTER_THROUGHPUT_RATIO=1.0
+TARGET_CLUSTER_P99_RATIO=1.0
 TARGET_RSS_REALISTIC_MB=64
 TARGET_RSS_SYNTHETIC_MB=256
 TARGET_COLD_MS=20
@@ -113,10 +118,11 @@ mc_file() {
 
 # start_ours NAME MODE DIR BUILD -> sets OURS_PID[BUILD], OURS_PORT[BUILD]. MODE bootstrap serves
 # DIR as the base directory; MODE cluster runs `start` against the fake API server described by
-# DIR/cluster.env.
-declare -A OURS_PID OURS_PORT SERVER_BIN
+# DIR/cluster.env, as replica `mcs-bench-BUILD` (both builds run side by side, as two replicas
+# with their own served records), with its metrics on OURS_METRICS[BUILD].
+declare -A OURS_PID OURS_PORT OURS_METRICS SERVER_BIN
 start_ours() {
-    local name=$1 mode=$2 dir=$3 build=$4 args=() port pid
+    local name=$1 mode=$2 dir=$3 build=$4 args=() port pid metrics=""
     if [[ $mode == bootstrap ]]; then
         args=(bootstrap --server-basedir "$dir" --bootstrap-kubeconfig "$dir/kubeconfig")
     else
@@ -125,13 +131,15 @@ start_ours() {
         source "$dir/cluster.env"
         args=(start --kubeconfig "$KUBECONFIG" --bootstrap-token-dir "$TOKEN_DIR"
             --apiserver-url https://api-int.example.com:6443)
+        metrics=127.0.0.1:$(free_port)
     fi
     port=$(free_port)
-    "${SERVER_BIN[$build]}" "${args[@]}" \
+    NODE_NAME=mcs-bench-$build "${SERVER_BIN[$build]}" "${args[@]}" \
         --cert "$CERT" --key "$KEY" --secure-port "$port" --insecure-port 0 \
-        --bind-address 127.0.0.1 --metrics-bind-address "" \
+        --bind-address 127.0.0.1 --metrics-bind-address "$metrics" \
         >"$WORK/ours-$name-$build.log" 2>&1 &
     pid=$!
+    OURS_METRICS[$build]=$metrics
     STARTED+=("$pid")
     OURS_PID[$build]=$pid
     OURS_PORT[$build]=$port
@@ -218,18 +226,48 @@ cpu_ticks() {
 }
 CLK_TCK=$(getconf CLK_TCK)
 
-# run_wrk LABEL TARGETS URLBASE [wrk args]: one bounded wrk run, rotating over TARGETS
-# (PATH@VERSION ...). Every round appends its RESULT line to the same file.
-run_wrk() {
-    local label=$1 targets=$2 base=$3 out
-    shift 3
-    out="$WORK/wrk-$label.txt"
-    MCS_BENCH_TARGETS=$targets timeout $((DURATION + 60)) \
-        wrk -t "$THREADS" -c "$CONNECTIONS" -d "${DURATION}s" --timeout 10s --latency \
-        -s "$REPO/benches/wrk/report.lua" \
-        -H "User-Agent: $USER_AGENT" -H 'Accept-Encoding: identity' \
-        "$@" "$base" >"$out.last" 2>&1 || die "wrk $label failed: $(tail -n 5 "$out.last")"
-    grep '^RESULT ' "$out.last" >>"$out" || die "wrk $label printed no result: $(tail -n 5 "$out.last")"
+# run_load LABEL GENERATOR SCENARIO TARGETS PORT: one bounded run of the load generator against
+# https://127.0.0.1:PORT. Every round appends its RESULT line to the same file.
+# - wrk (one client address, 127.0.0.1): each connection rotates over TARGETS (PATH@VERSION ...);
+#   SCENARIO keepalive or close (`Connection: close`).
+# - loadgen (benches/loadgen.rs, a source address of its own for each client): keepalive and
+#   close, every client from its own loopback address asking for its own target again (one
+#   uncounted warm-up request each: its address's first answer); newaddr, every request on a new
+#   connection from an address never used before in this run of the script (LOADGEN_BLOCK: a
+#   /16 of 127.0.0.0/8 per run).
+LOADGEN_BLOCK=16
+run_load() {
+    local label=$1 generator=$2 scenario=$3 targets=$4 port=$5 out
+    out="$WORK/load-$label.txt"
+    if [[ $generator == wrk ]]; then
+        local extra=()
+        [[ $scenario == close ]] && extra=(-H 'Connection: close')
+        MCS_BENCH_TARGETS=$targets timeout $((DURATION + 60)) \
+            wrk -t "$THREADS" -c "$CONNECTIONS" -d "${DURATION}s" --timeout 10s --latency \
+            -s "$REPO/benches/wrk/report.lua" \
+            -H "User-Agent: $USER_AGENT" -H 'Accept-Encoding: identity' \
+            "${extra[@]}" "https://127.0.0.1:$port" >"$out.last" 2>&1 ||
+            die "wrk $label failed: $(tail -n 5 "$out.last")"
+    else
+        local mode=()
+        case $scenario in
+            keepalive) mode=(--source per-client --warmup 1) ;;
+            close) mode=(--source per-client --connection close --warmup 1) ;;
+            newaddr)
+                ((LOADGEN_BLOCK < 255)) || die "loadgen: no /16 of 127.0.0.0/8 left for new addresses"
+                mode=(--source per-request --first-address "127.$LOADGEN_BLOCK.0.1")
+                LOADGEN_BLOCK=$((LOADGEN_BLOCK + 1))
+                ;;
+        esac
+        timeout $((DURATION + 60)) "$LOADGEN" --connect "127.0.0.1:$port" --targets "$targets" \
+            --clients "$CONNECTIONS" --threads "$THREADS" --duration "$DURATION" --timeout 10 \
+            --ca "$CA" "${mode[@]}" >"$out.last" 2>&1 ||
+            die "loadgen $label failed: $(tail -n 5 "$out.last")"
+        # One /16 per run: more new addresses would reach into the next run's.
+        awk '/^RESULT / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "addresses" && kv[2] > 65000) exit 1 } }' \
+            "$out.last" || die "loadgen $label used more than 65000 new addresses (shorten MCS_BENCH_DURATION)"
+    fi
+    grep '^RESULT ' "$out.last" >>"$out" || die "$generator $label printed no result: $(tail -n 5 "$out.last")"
     cat "$out.last" >>"$out.log"
 }
 
@@ -240,15 +278,15 @@ results() { # LABEL AWK-PROGRAM over fields f["name"]
         END {
             if (prog == "rps") printf "%.0f", f["requests"] * 1e6 / f["duration_us"]
             if (prog == "p99") printf "%.0f", f["p99_us"] / n
-            if (prog == "errors") printf "%d", f["connect_errors"] + f["read_errors"] + f["write_errors"] + f["status_errors"] + f["timeouts"]
-        }' "$WORK/wrk-$1.txt"
+            if (prog == "errors") printf "%d", f["connect_errors"] + f["read_errors"] + f["write_errors"] + f["status_errors"] + f["timeouts"] + f["body_errors"]
+        }' "$WORK/load-$1.txt"
 }
 rps() { results "$1" rps; }
 # Server CPU milliseconds per request over all rounds of a label.
 cpu_ms_per_request() {
     local ticks requests
     ticks=$(awk '{ t += $1 } END { print t }' "$WORK/cpu-$1.txt")
-    requests=$(awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "requests") r += kv[2] } } END { print r }' "$WORK/wrk-$1.txt")
+    requests=$(awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "requests") r += kv[2] } } END { print r }' "$WORK/load-$1.txt")
     awk -v t="$ticks" -v r="$requests" -v hz="$CLK_TCK" 'BEGIN { printf "%.3f", (r > 0 ? t * 1000 / hz / r : 0) }'
 }
 p99_ms() { awk -v v="$(results "$1" p99)" 'BEGIN { printf "%.2f ms", v / 1000 }'; }
@@ -258,27 +296,34 @@ NOTES=()
 # row SCENARIO OURS NGINX RATIO TARGET VERDICT [NOTE]
 row() { ROWS+=("$(printf '%s\t%s\t%s\t%s\t%s\t%s\t%s' "$1" "$2" "$3" "$4" "$5" "$6" "${7:-}")"); }
 
-# compare SCENARIO KIND(rps|p99) OURS_LABEL NGINX_LABEL [THROUGHPUT_TARGET]
+# compare SCENARIO KIND(rps|p99) OURS_LABEL NGINX_LABEL [RATIO_TARGET [NOTE]]: the ratio target is
+# a minimum for throughput (default TARGET_THROUGHPUT_RATIO), a maximum for p99 (default
+# TARGET_P99_RATIO), or "info".
 compare() {
-    local scenario=$1 kind=$2 a=$3 b=$4 min_ratio=${5:-$TARGET_THROUGHPUT_RATIO} ours theirs ratio verdict target note=""
+    local scenario=$1 kind=$2 a=$3 b=$4 limit=${5:-} ours theirs ratio verdict target note=${6:-}
     if [[ $kind == rps ]]; then
+        limit=${limit:-$TARGET_THROUGHPUT_RATIO}
         ours=$(rps "$a"); theirs=$(rps "$b")
         ratio=$(awk -v o="$ours" -v t="$theirs" 'BEGIN { printf "%.2f", (t > 0 ? o / t : 0) }')
-        target=">= $min_ratio"
-        verdict=$(awk -v r="$ratio" -v t="$min_ratio" 'BEGIN { print (r >= t ? "pass" : "FAIL") }')
+        target=">= $limit"
+        verdict=$(awk -v r="$ratio" -v t="$limit" 'BEGIN { print (r >= t ? "pass" : "FAIL") }')
         ours="$ours req/s"; theirs="$theirs req/s"
     else
+        limit=${limit:-$TARGET_P99_RATIO}
         ours=$(results "$a" p99); theirs=$(results "$b" p99)
         ratio=$(awk -v o="$ours" -v t="$theirs" 'BEGIN { printf "%.2f", (t > 0 ? o / t : 0) }')
-        target="<= $TARGET_P99_RATIO"
-        verdict=$(awk -v r="$ratio" -v t="$TARGET_P99_RATIO" 'BEGIN { print (r <= t ? "pass" : "FAIL") }')
+        target="<= $limit"
+        verdict=$(awk -v r="$ratio" -v t="$limit" 'BEGIN { print (r <= t ? "pass" : "FAIL") }')
         ours=$(awk -v v="$ours" 'BEGIN { printf "%.2f ms", v / 1000 }')
         theirs=$(awk -v v="$theirs" 'BEGIN { printf "%.2f ms", v / 1000 }')
+    fi
+    if [[ $limit == info ]]; then
+        target=info verdict=-
     fi
     local errors_ours errors_nginx
     errors_ours=$(results "$a" errors); errors_nginx=$(results "$b" errors)
     if ((errors_ours > 0 || errors_nginx > 0)); then
-        note="errors: ours $errors_ours, nginx $errors_nginx (see wrk output)"
+        note="errors: ours $errors_ours, nginx $errors_nginx (see the generator's output)${note:+; $note}"
         ((errors_ours > 0)) && verdict=FAIL
         ((errors_nginx > 0)) && verdict=INVALID
     fi
@@ -351,9 +396,11 @@ cold_render() {
         awk '{ v[NR] = $1 * 1000 } END { printf "%.1f %.1f", v[int((NR + 1) / 2)], v[NR] }'
 }
 
-# bench_fixture NAME MODE DIR POOLS VERSIONS RSS_TARGET_MB
+# bench_fixture NAME MODE DIR POOLS VERSIONS RSS_TARGET_MB GENERATOR(wrk|loadgen)
 bench_fixture() {
-    local name=$1 mode=$2 dir=$3 pools=$4 versions=$5 rss_target=$6 www="$WORK/www-$1" targets="" pool version
+    local name=$1 mode=$2 dir=$3 pools=$4 versions=$5 rss_target=$6 generator=$7 www="$WORK/www-$1" targets="" pool version
+    local scenarios=(keepalive close)
+    [[ $generator == loadgen ]] && scenarios+=(newaddr)
     for pool in ${pools//,/ }; do
         for version in ${versions//,/ }; do targets+="/config/$pool@$version "; done
     done
@@ -368,16 +415,14 @@ bench_fixture() {
     distinct=$(find "$www" -type f -exec sha256sum {} + | awk '{ print $1 }' | sort -u | wc -l)
     total=$(find "$www" -type f -printf '%s\n' | awk '{ t += $1 } END { printf "%.1f", t / 1048576 }')
     echo "== $name: pools $pools at specs $versions: $distinct distinct bodies, $total MiB in all;" \
-        "${DURATION}s per run, $CONNECTIONS connections" >&2
-    NOTES+=("$name: pools $pools, specs $versions: $distinct distinct bodies, $total MiB in all")
+        "${DURATION}s per run, $CONNECTIONS connections ($generator)" >&2
+    NOTES+=("$name: pools $pools, specs $versions: $distinct distinct bodies, $total MiB in all; load from $generator")
 
     # Rounds rotate the order (nginx, ring, openssl, then ring, openssl, nginx, ...) so that load
     # from elsewhere on a shared machine drifts into every side alike.
     local scenario label round labels=(nginx) order i
     ((run_ours)) && labels+=("${BUILD_LIST[@]}")
-    for scenario in keepalive close; do
-        local extra=()
-        [[ $scenario == close ]] && extra=(-H 'Connection: close')
+    for scenario in "${scenarios[@]}"; do
         for round in $(seq "$ROUNDS"); do
             order=()
             for i in "${!labels[@]}"; do
@@ -387,24 +432,44 @@ bench_fixture() {
                 local port=$NGINX_PORT pids before
                 pids=$(nginx_pids "$NGINX_PID")
                 if [[ $label != nginx ]]; then port=${OURS_PORT[$label]}; pids=${OURS_PID[$label]}; fi
-                echo "   round $round: wrk $scenario against $label" >&2
+                echo "   round $round: $generator $scenario against $label" >&2
                 before=$(cpu_ticks $pids)
-                run_wrk "$name-$scenario-$label" "$targets" "https://127.0.0.1:$port" "${extra[@]}"
+                run_load "$name-$scenario-$label" "$generator" "$scenario" "$targets" "$port"
                 echo "$(($(cpu_ticks $pids) - before))" >>"$WORK/cpu-$name-$scenario-$label.txt"
             done
         done
     done
 
     if ((run_ours)); then
-        local s o n b min_ratio rss nginx_rss cold
+        local s o n b min_ratio max_p99 rss nginx_rss cold note=""
+        # The loadgen rows say who asks; wrk's clients are one address.
+        [[ $generator == loadgen ]] &&
+            note="$CONNECTIONS clients, each from its own address, asking for its own pool again"
         for b in "${BUILD_LIST[@]}"; do
-            min_ratio=$TARGET_THROUGHPUT_RATIO
+            min_ratio=$TARGET_THROUGHPUT_RATIO max_p99=$TARGET_P99_RATIO
             [[ $b == openssl ]] && min_ratio=$TARGET_OPENSSL_THROUGHPUT_RATIO
-            compare "$name [$b]: keep-alive throughput" rps "$name-keepalive-$b" "$name-keepalive-nginx" "$min_ratio"
-            compare "$name [$b]: Connection: close throughput" rps "$name-close-$b" "$name-close-nginx" "$min_ratio"
-            compare "$name [$b]: p99 latency, keep-alive" p99 "$name-keepalive-$b" "$name-keepalive-nginx"
-            compare "$name [$b]: p99 latency, Connection: close" p99 "$name-close-$b" "$name-close-nginx"
-            for s in keepalive close; do
+            if [[ $mode == cluster ]]; then
+                min_ratio=$TARGET_CLUSTER_THROUGHPUT_RATIO max_p99=$TARGET_CLUSTER_P99_RATIO
+            fi
+            compare "$name [$b]: keep-alive throughput" rps "$name-keepalive-$b" "$name-keepalive-nginx" "$min_ratio" "$note"
+            compare "$name [$b]: Connection: close throughput" rps "$name-close-$b" "$name-close-nginx" "$min_ratio" "$note"
+            compare "$name [$b]: p99 latency, keep-alive" p99 "$name-keepalive-$b" "$name-keepalive-nginx" "$max_p99" "$note"
+            compare "$name [$b]: p99 latency, Connection: close" p99 "$name-close-$b" "$name-close-nginx" "$max_p99" "$note"
+            if [[ $generator == loadgen ]]; then
+                compare "$name [$b]: new address every request, throughput" rps "$name-newaddr-$b" "$name-newaddr-nginx" info \
+                    "$CONNECTIONS clients; a new connection from a new address each request (a new served record each)"
+                compare "$name [$b]: new address every request, p99 latency" p99 "$name-newaddr-$b" "$name-newaddr-nginx" info \
+                    "whole request incl. TCP connect and TLS handshake; ours waits for its record to be durable"
+            fi
+            if [[ -n ${OURS_METRICS[$b]:-} ]]; then
+                local early
+                early=$(curl -s --max-time 5 "http://${OURS_METRICS[$b]}/metrics" |
+                    awk '/^mcs_mcn_records_served_before_durable_total / { print $2 }')
+                row "$name [$b]: answers sent before their record was durable" "${early:-unknown}" "-" "-" "0" \
+                    "$([[ $early == 0 ]] && echo pass || echo FAIL)" \
+                    "mcs_mcn_records_served_before_durable_total after every scenario (the 2 s bound reached)"
+            fi
+            for s in "${scenarios[@]}"; do
                 o=$(cpu_ms_per_request "$name-$s-$b"); n=$(cpu_ms_per_request "$name-$s-nginx")
                 row "$name [$b]: server CPU per request, $s" "$o ms" "$n ms" \
                     "$(awk -v o="$o" -v n="$n" 'BEGIN { printf "%.2f", (n > 0 ? o / n : 0) }')" "info" "-" \
@@ -440,7 +505,7 @@ bench_fixture() {
         for b in "${BUILD_LIST[@]}"; do stop_pid "${OURS_PID[$b]}"; done
     else
         local s
-        for s in keepalive close; do
+        for s in "${scenarios[@]}"; do
             row "$name: $s throughput (nginx only)" "-" "$(rps "$name-$s-nginx") req/s" "-" "-" "-"
             row "$name: $s p99 (nginx only)" "-" "$(p99_ms "$name-$s-nginx")" "-" "-" "-"
         done
@@ -472,14 +537,22 @@ if ((run_ours)); then
         ldd "${SERVER_BIN[openssl]}" | grep -q 'libcrypto\.so\.3 => /' ||
             die "the OpenSSL build does not link libcrypto.so.3"
     fi
-    echo "building benches/fake_cluster.rs (release)" >&2
-    FAKE_CLUSTER=$(cd "$REPO" && cargo build --release --quiet --bench fake_cluster --message-format=json |
+fi
+# bench_executable NAME: builds benches/NAME.rs (release) and prints the executable's path.
+bench_executable() {
+    (cd "$REPO" && cargo build --release --quiet --bench "$1" --message-format=json) |
         python3 -c 'import json, sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "fake_cluster":
-        print(m["executable"])')
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
+        print(m["executable"])' "$1"
+}
+if ((run_ours)) && [[ ,$FIXTURES, == *,cluster,* ]]; then
+    echo "building benches/fake_cluster.rs and benches/loadgen.rs (release)" >&2
+    FAKE_CLUSTER=$(bench_executable fake_cluster)
     [[ -x $FAKE_CLUSTER ]] || die "could not build benches/fake_cluster.rs"
+    LOADGEN=$(bench_executable loadgen)
+    [[ -x $LOADGEN ]] || die "could not build benches/loadgen.rs"
 fi
 
 FIRST_BUILD=${BUILD_LIST[0]}
@@ -490,18 +563,24 @@ if awk -v l="${LOAD_BEFORE%% *}" -v n="$(nproc)" 'BEGIN { exit !(l > n) }'; then
 fi
 
 # The realistic fixture, copied so the cold-render step may edit it.
-cp -r "$FIXTURE" "$WORK/realistic"
-chmod -R u+w "$WORK/realistic"
-bench_fixture realistic bootstrap "$WORK/realistic" master "$REALISTIC_VERSIONS" "$TARGET_RSS_REALISTIC_MB"
+if [[ ,$FIXTURES, == *,realistic,* ]]; then
+    cp -r "$FIXTURE" "$WORK/realistic"
+    chmod -R u+w "$WORK/realistic"
+    bench_fixture realistic bootstrap "$WORK/realistic" master "$REALISTIC_VERSIONS" "$TARGET_RSS_REALISTIC_MB" wrk
+fi
 
 # Synthetic multi-megabyte configs: bootstrap mode serves the master and arbiter pools.
-python3 "$REPO/benches/gen_bootstrap.py" "$WORK/synthetic" --template "$FIXTURE" \
-    --pools master,arbiter --config-bytes "$SYNTHETIC_BYTES"
-bench_fixture synthetic bootstrap "$WORK/synthetic" master,arbiter "$SYNTHETIC_VERSIONS" "$TARGET_RSS_SYNTHETIC_MB"
+if [[ ,$FIXTURES, == *,synthetic,* ]]; then
+    python3 "$REPO/benches/gen_bootstrap.py" "$WORK/synthetic" --template "$FIXTURE" \
+        --pools master,arbiter --config-bytes "$SYNTHETIC_BYTES"
+    bench_fixture synthetic bootstrap "$WORK/synthetic" master,arbiter "$SYNTHETIC_VERSIONS" "$TARGET_RSS_SYNTHETIC_MB" wrk
+fi
 
 # Many synthetic pools in one process: cluster mode (`start`) against the tests' fake API
-# server (benches/fake_cluster.rs) holding CLUSTER_POOLS generated 4 MB pools.
-if ((run_ours)); then
+# server (benches/fake_cluster.rs) holding CLUSTER_POOLS generated 4 MB pools. Load from
+# benches/loadgen.rs: our server keeps a served record per client address, and what an answer
+# costs depends on whether that address's record is new (see benches/README.md).
+if ((run_ours)) && [[ ,$FIXTURES, == *,cluster,* ]]; then
     pools=$(seq -s, -f 'pool%02g' 1 "$CLUSTER_POOLS")
     python3 "$REPO/benches/gen_bootstrap.py" "$WORK/cluster" --template "$FIXTURE" \
         --pools "$pools" --config-bytes "$SYNTHETIC_BYTES"
@@ -514,7 +593,7 @@ if ((run_ours)); then
         sleep 0.1
     done
     grep -q '^TOKEN_DIR=' "$WORK/cluster/cluster.env" || die "fake API server did not start"
-    bench_fixture cluster cluster "$WORK/cluster" "$pools" "$CLUSTER_VERSIONS" "$TARGET_RSS_SYNTHETIC_MB"
+    bench_fixture cluster cluster "$WORK/cluster" "$pools" "$CLUSTER_VERSIONS" "$TARGET_RSS_SYNTHETIC_MB" loadgen
     stop_pid "$FAKE_PID"
 fi
 
@@ -523,7 +602,7 @@ mkdir -p "$REPO/benches/results"
 RESULTS="$REPO/benches/results/$(date -u +%Y%m%dT%H%M%SZ).txt"
 {
     echo "machine-config-server ($(printf '%s build, ' "${BUILD_LIST[@]}")$(openssl version | cut -d' ' -f1-2)) vs nginx $(nginx -v 2>&1 | sed 's/.*nginx\///'), $(date -u +%Y-%m-%dT%H:%MZ)," \
-        "$(nproc) cores, wrk -t$THREADS -c$CONNECTIONS, $ROUNDS x ${DURATION}s per server and scenario"
+        "$(nproc) cores, wrk or loadgen -t$THREADS -c$CONNECTIONS, $ROUNDS x ${DURATION}s per server and scenario"
     echo "load average before: $LOAD_BEFORE, after: $LOAD_AFTER (other work on the machine skews every number)"
     printf '%s\n' "${NOTES[@]}"
     {

@@ -1418,6 +1418,51 @@ struct Backlog {
     writes: usize,
     max_per_second: usize,
     joined: Option<Duration>,
+    reads: PerObjectReads,
+}
+
+/// The server's per-object GETs of nodes and machineconfignodes (issue 34: the publisher plans
+/// from its caches and lets the API refuse a stale write with a 409; only the guard before a
+/// delete reads an object directly).
+#[derive(Debug, Default, PartialEq)]
+struct PerObjectReads {
+    /// Every such GET.
+    gets: usize,
+    /// Those of an object whose MachineConfigNode the server then deleted: the delete guard.
+    guard: usize,
+    /// MachineConfigNode deletes.
+    deletes: usize,
+    /// MachineConfigNode writes the API refused with 409 (AlreadyExists or Conflict).
+    conflicts: usize,
+}
+
+impl PerObjectReads {
+    /// Counts them in `requests`, in the order they were made.
+    fn count(requests: &[RequestRecord]) -> PerObjectReads {
+        let mut reads = PerObjectReads::default();
+        for (at, r) in requests.iter().enumerate() {
+            let object_read = r.verb == "get"
+                && r.subresource.is_none()
+                && matches!(r.resource.as_str(), "nodes" | "machineconfignodes");
+            if object_read {
+                reads.gets += 1;
+                let deleted_after = requests[at..].iter().any(|later| {
+                    later.verb == "delete"
+                        && later.resource == "machineconfignodes"
+                        && later.name.is_some()
+                        && later.name == r.name
+                });
+                reads.guard += usize::from(deleted_after);
+            }
+            if r.resource == "machineconfignodes" {
+                reads.deletes += usize::from(r.verb == "delete");
+                reads.conflicts += usize::from(
+                    r.status == 409 && matches!(r.verb.as_str(), "create" | "update" | "patch"),
+                );
+            }
+        }
+        reads
+    }
 }
 
 impl Backlog {
@@ -1454,6 +1499,19 @@ impl Backlog {
             "< 5 s",
             Some(self.joined.is_some_and(|d| d < Duration::from_secs(5))),
             "created 5 s into the backlog; time until its MCN exists".into(),
+        );
+        let reads = &self.reads;
+        table.add(
+            "MCN backlog: per-object GETs of nodes/machineconfignodes",
+            format!("{}", reads.gets - reads.guard),
+            "0 outside the delete guard",
+            Some(reads.gets == reads.guard),
+            format!(
+                "from start until the backlog drained: {} GETs in all, {} of them of an object \
+                 whose MCN was then deleted (the delete guard; {} MCN deletes); {} MCN writes \
+                 answered 409",
+                reads.gets, reads.guard, reads.deletes, reads.conflicts
+            ),
         );
     }
 }
@@ -1502,8 +1560,9 @@ fn measure_backlog(
             .count();
         (with_status >= expected).then(|| began.elapsed())
     });
-    let writes: Vec<Instant> = log
-        .snapshot()
+    let seen = log.snapshot();
+    let reads = PerObjectReads::count(&seen.iter().map(|(_, r)| r.clone()).collect::<Vec<_>>());
+    let writes: Vec<Instant> = seen
         .into_iter()
         .filter(|(_, r)| is_write(r))
         .map(|(at, _)| at)
@@ -1523,6 +1582,7 @@ fn measure_backlog(
         writes: writes.len(),
         max_per_second,
         joined: joined_after,
+        reads,
     })
 }
 
