@@ -415,6 +415,21 @@ fn measure_first_config(
     Ok(())
 }
 
+/// SIGTERM, then SIGKILL if `child` has not exited within `grace`.
+fn stop_gracefully(child: &mut std::process::Child, grace: Duration) {
+    let _ = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    let exited = mcs::poll_every(Duration::from_millis(20), grace, || {
+        child.try_wait().ok().flatten()
+    });
+    if exited.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
 /// The original reads its token and CA from [`GO_TOKEN_DIR`] only: written there from the
 /// test's token directory when missing (the bench runs as root on a development machine).
 fn go_token_dir(tokens: &Path) -> Result<(), String> {
@@ -492,8 +507,9 @@ fn first_config(
             }
         }
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    // Stopped as a DaemonSet rollout stops a pod (SIGTERM, then SIGKILL after a grace period),
+    // so that the publisher's lease is released and the next server takes it at once.
+    stop_gracefully(&mut child, Duration::from_secs(10));
     let served = served
         .ok_or_else(|| format!("{}: no 200 for /config/{pool} within 120 s", starter.label))?;
     Ok((served, answers))
