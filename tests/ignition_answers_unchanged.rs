@@ -18,13 +18,19 @@
 //!   encapsulated files became the original's bytes for an informer object (no `kind` and
 //!   `apiVersion`, Go's metadata order; src/api/go_marshal.rs): the digests before pinned a
 //!   serialization the original never wrote. Bootstrap answers and translations unchanged.
+//! - every answer (`render ...`), when served configs became the original's bytes: Go's member
+//!   order for 3.x files, directories, links and users, and `clarketm/json`'s escaping of `<`,
+//!   `>` and `&` (`ignition::go_order`, `ignition::gojson`). The translations are not
+//!   re-recorded: their digests are of the translated value as `serde_json` writes it, still
+//!   those recorded at bc2c1e5, and each served form is checked to be that same value.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use machine_config_server::ignition::{
-    accept, parse_config_slice, serialize_as, Config, SpecVersion,
+    accept, parse_config_slice, serialize_as, to_value_as, Config, SpecVersion,
 };
+use serde_json::Value;
 use machine_config_server::render;
 use machine_config_server::snapshot::Mode;
 use support::fixtures;
@@ -114,11 +120,20 @@ const BEFORE_3_6: [SpecVersion; 7] = [
     SpecVersion::V3_5,
 ];
 
-/// `config` translated to each spec served before 3.6, keyed `prefix version`.
+/// `config` translated to each spec served before 3.6, keyed `prefix version`. The digest is of
+/// the translated value as `serde_json` writes it (the form recorded at bc2c1e5, members in
+/// `ignition-config`'s order); the bytes served are checked to be that value in the original's
+/// member order and escaping (`serialize_as`), so that the recorded digests still pin every
+/// translated value since bc2c1e5.
 fn translations(prefix: &str, config: &Config, out: &mut BTreeMap<String, String>) {
     for version in BEFORE_3_6 {
-        let answer = match serialize_as(config, version) {
-            Ok(bytes) => fnv1a(&bytes),
+        let answer = match to_value_as(config, version) {
+            Ok(value) => {
+                let served = serialize_as(config, version).expect("serializes as it translates");
+                let read: Value = serde_json::from_slice(&served).expect("served bytes are JSON");
+                assert_eq!(read, value, "{prefix} {version}: served bytes are the value");
+                fnv1a(&serde_json::to_vec(&value).expect("a value serializes"))
+            }
             Err(e) => format!("error {e}"),
         };
         out.insert(format!("{prefix} {version}"), answer.replace('\n', "\\n"));
