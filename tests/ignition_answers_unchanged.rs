@@ -30,9 +30,9 @@ use std::path::{Path, PathBuf};
 use machine_config_server::ignition::{
     accept, parse_config_slice, serialize_as, to_value_as, Config, SpecVersion,
 };
-use serde_json::Value;
 use machine_config_server::render;
 use machine_config_server::snapshot::Mode;
+use serde_json::Value;
 use support::fixtures;
 use support::ignition_samples::corpus;
 use support::tier;
@@ -131,7 +131,10 @@ fn translations(prefix: &str, config: &Config, out: &mut BTreeMap<String, String
             Ok(value) => {
                 let served = serialize_as(config, version).expect("serializes as it translates");
                 let read: Value = serde_json::from_slice(&served).expect("served bytes are JSON");
-                assert_eq!(read, value, "{prefix} {version}: served bytes are the value");
+                assert_eq!(
+                    read, value,
+                    "{prefix} {version}: served bytes are the value"
+                );
                 fnv1a(&serde_json::to_vec(&value).expect("a value serializes"))
             }
             Err(e) => format!("error {e}"),
