@@ -155,19 +155,11 @@ fn refusals_are_counted_and_told_once_per_pool_and_served_clients_recorded() {
     let api = ApiServer::start(Options::default());
     load_realistic_cluster(&api);
     let tokens = token_dir();
-    let kubeconfig = api.kubeconfig_file().to_str().unwrap().to_string();
-    let server = Server::start_with_env(
-        &[
-            "start",
-            "--kubeconfig",
-            &kubeconfig,
-            "--apiserver-url",
-            APISERVER_URL,
-            "--bootstrap-token-dir",
-            tokens.path().to_str().unwrap(),
-            "--min-ignition-version",
-            "2.20.0",
-        ],
+    let server = Server::start_cluster_with_flags(
+        api.kubeconfig_file(),
+        APISERVER_URL,
+        tokens.path(),
+        &["--min-ignition-version", "2.20.0"],
         &[
             (mcn::ENV_RESYNC_MS, "300"),
             (mcn::ENV_RETRY_PERIOD_MS, "200"),

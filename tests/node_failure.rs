@@ -225,14 +225,7 @@ fn booted_node(name: &str, address: &str, boot_id: &str, ready_at: &str) -> Valu
 #[test]
 fn a_report_to_any_replica_becomes_an_event_and_lands_on_the_machines_mcn_only() {
     let api = ApiServer::start(Options::default());
-    eprintln!(
-        "API server: {}",
-        if api.is_real() {
-            "a real kube-apiserver (KUBEBUILDER_ASSETS)"
-        } else {
-            "the in-test one"
-        }
-    );
+    eprintln!("API server: {}", api.describe());
     load_realistic_cluster(&api);
     let tokens = token_dir();
     let a = start_replica(&api, &tokens, "mcs-a");

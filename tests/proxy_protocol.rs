@@ -48,28 +48,17 @@ fn metric(server: &Server, series: &str) -> f64 {
 #[test]
 fn machines_behind_haproxy_are_told_apart_by_the_proxy_protocol() {
     let api = ApiServer::start(Options::default());
-    eprintln!(
-        "API server: {}",
-        if api.is_real() {
-            "a real kube-apiserver (KUBEBUILDER_ASSETS)"
-        } else {
-            "the in-test one"
-        }
-    );
+    eprintln!("API server: {}", api.describe());
     load_realistic_cluster(&api);
     let tokens = token_dir();
-    let kubeconfig = api.kubeconfig_file().to_str().unwrap().to_string();
-    let server = Server::start_with_env(
+    let proxy_from = format!("{BALANCER}/32");
+    let server = Server::start_cluster_with_flags(
+        api.kubeconfig_file(),
+        APISERVER_URL,
+        tokens.path(),
         &[
-            "start",
-            "--kubeconfig",
-            &kubeconfig,
-            "--apiserver-url",
-            APISERVER_URL,
-            "--bootstrap-token-dir",
-            tokens.path().to_str().unwrap(),
             "--proxy-protocol-from",
-            &format!("{BALANCER}/32"),
+            &proxy_from,
             "--allowed-source-cidrs",
             "127.0.0.2/31,127.0.0.4",
         ],

@@ -73,6 +73,7 @@ use tracing::{debug, info, warn};
 
 use super::desired::{has_bootstrap_record, has_failure_record};
 use super::matching::served_before;
+use crate::api::machineconfignode::MachineConfigNode;
 use crate::api::node::{created as node_created, internal_ips, name as node_name};
 use crate::ignition::SpecVersion;
 use crate::metrics::Metrics;
@@ -422,39 +423,27 @@ fn millis(time: SystemTime) -> u64 {
 /// source is unknown), whoever wrote it. One pass over Nodes and MCNs, so that checking every
 /// record of a flush is a lookup.
 pub fn settled_addresses(snapshot: &Snapshot) -> HashMap<IpAddr, Option<SystemTime>> {
-    let recorded: HashSet<&str> = snapshot
-        .layered
-        .machine_config_nodes
-        .iter()
-        .filter(|mcn| has_bootstrap_record(mcn))
-        .filter_map(|mcn| mcn.metadata.name.as_deref())
-        .collect();
-    let mut out: HashMap<IpAddr, Option<SystemTime>> = HashMap::new();
-    for node in snapshot.layered.nodes.iter() {
-        if !recorded.contains(node_name(node)) {
-            continue;
-        }
-        let created = node_created(node);
-        for address in internal_ips(node) {
-            let newest = out.entry(address).or_insert(created);
-            *newest = match (*newest, created) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                _ => None,
-            };
-        }
-    }
-    out
+    addresses_of_nodes_whose_mcn(snapshot, has_bootstrap_record)
 }
 
 /// The addresses whose failure reports have done their job, with the newest creation time of a
 /// Node there: a Node with that `InternalIP` has an MCN that carries a first-boot failure (or
 /// says it was cleared).
 pub fn settled_failure_addresses(snapshot: &Snapshot) -> HashMap<IpAddr, Option<SystemTime>> {
+    addresses_of_nodes_whose_mcn(snapshot, has_failure_record)
+}
+
+/// The `InternalIP`s of the Nodes whose MCN satisfies `carries`, each with the newest creation
+/// time of a Node there (`None` when any of them has none).
+fn addresses_of_nodes_whose_mcn(
+    snapshot: &Snapshot,
+    carries: fn(&MachineConfigNode) -> bool,
+) -> HashMap<IpAddr, Option<SystemTime>> {
     let recorded: HashSet<&str> = snapshot
         .layered
         .machine_config_nodes
         .iter()
-        .filter(|mcn| has_failure_record(mcn))
+        .filter(|mcn| carries(mcn))
         .filter_map(|mcn| mcn.metadata.name.as_deref())
         .collect();
     let mut out: HashMap<IpAddr, Option<SystemTime>> = HashMap::new();

@@ -84,6 +84,15 @@ impl ApiServer {
         matches!(self, ApiServer::Real(_))
     }
 
+    /// Which API server a test runs against, for its log.
+    pub fn describe(&self) -> &'static str {
+        if self.is_real() {
+            "a real kube-apiserver (KUBEBUILDER_ASSETS)"
+        } else {
+            "the in-test one"
+        }
+    }
+
     /// The real server, for what only it has (ServiceAccount tokens, any user's requests).
     pub fn real(&self) -> Option<&RealApiServer> {
         match self {

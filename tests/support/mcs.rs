@@ -137,20 +137,30 @@ impl Server {
         token_dir: &Path,
         env: &[(&str, &str)],
     ) -> Server {
+        Server::start_cluster_with_flags(kubeconfig, apiserver_url, token_dir, &[], env)
+    }
+
+    /// [`Self::start_cluster`] with more command-line flags after the common ones.
+    pub fn start_cluster_with_flags(
+        kubeconfig: &Path,
+        apiserver_url: &str,
+        token_dir: &Path,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         let kubeconfig = kubeconfig.to_str().expect("UTF-8 kubeconfig path");
         let token_dir = token_dir.to_str().expect("UTF-8 token directory path");
-        Server::start_with_env(
-            &[
-                "start",
-                "--kubeconfig",
-                kubeconfig,
-                "--apiserver-url",
-                apiserver_url,
-                "--bootstrap-token-dir",
-                token_dir,
-            ],
-            env,
-        )
+        let mut args = vec![
+            "start",
+            "--kubeconfig",
+            kubeconfig,
+            "--apiserver-url",
+            apiserver_url,
+            "--bootstrap-token-dir",
+            token_dir,
+        ];
+        args.extend_from_slice(flags);
+        Server::start_with_env(&args, env)
     }
 
     /// [`Self::start`] with extra environment variables for the process.
