@@ -132,29 +132,13 @@ fn object_meta(meta: &ObjectMeta) -> Vec<u8> {
     members.map_omitempty("labels", meta.labels.as_ref());
     members.map_omitempty("annotations", meta.annotations.as_ref());
     if let Some(owners) = meta.owner_references.as_deref().filter(|o| !o.is_empty()) {
-        let out = members.key("ownerReferences");
-        out.push(b'[');
-        for (i, owner) in owners.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            owner_reference(out, owner);
-        }
-        out.push(b']');
+        array(members.key("ownerReferences"), owners, owner_reference);
     }
     if let Some(finalizers) = meta.finalizers.as_deref().filter(|f| !f.is_empty()) {
         strings(members.key("finalizers"), finalizers);
     }
     if let Some(entries) = meta.managed_fields.as_deref().filter(|m| !m.is_empty()) {
-        let out = members.key("managedFields");
-        out.push(b'[');
-        for (i, entry) in entries.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            managed_fields_entry(out, entry);
-        }
-        out.push(b']');
+        array(members.key("managedFields"), entries, managed_fields_entry);
     }
     members.close();
     out
@@ -195,12 +179,19 @@ fn managed_fields_entry(out: &mut Vec<u8>, entry: &ManagedFieldsEntry) {
 }
 
 fn strings(out: &mut Vec<u8>, items: &[String]) {
+    array(out, items, |out, item| {
+        gojson::write_str(out, item, Escaping::Clarketm)
+    });
+}
+
+/// A JSON array of `items`, each written by `write`.
+fn array<T>(out: &mut Vec<u8>, items: &[T], write: impl Fn(&mut Vec<u8>, &T)) {
     out.push(b'[');
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        gojson::write_str(out, item, Escaping::Clarketm);
+        write(out, item);
     }
     out.push(b']');
 }
