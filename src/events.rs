@@ -20,8 +20,10 @@
 //! - On a MachineConfigPool, when a machine reported that its first boot failed
 //!   (`FirstbootFailed`, Warning, with upstream's message: node ID, stage, the sanitized
 //!   message and the image's registry), once per report: from the records every replica
-//!   shares, so a report that reached any replica is told (a new leader may tell a report its
-//!   predecessor told already, while the report is not yet on the node's MachineConfigNode).
+//!   shares, so a report that reached any replica is told. Each report is an Event of its own,
+//!   named after the report ([`firstboot_event_name`]): two machines failing within minutes
+//!   are two Events (kube's recorder would merge the second into the first's series, keeping
+//!   the first's note), and a new leader finds a report its predecessor told already.
 //! - On a MachineConfigPool, when config requests from an Ignition older than
 //!   `--min-ignition-version` were refused (`BootImageTooOld`, Warning, naming the versions), at
 //!   most once per pool and ten minutes ([`crate::server::min_ignition`]); as for
@@ -33,8 +35,9 @@
 //! only keep the gauge. A new leader reports the pools' current layered state once (what it has
 //! not reported itself). Publishing goes through kube's [`Recorder`], which aggregates a repeat
 //! of the same event (same reason, action and object within minutes) into one Event with a
-//! growing `series.count`, and at most one Event is written per [`MIN_INTERVAL`]; notices beyond
-//! a bounded queue are dropped and counted (`mcs_events_total{result="dropped"}`).
+//! growing `series.count` (but a `FirstbootFailed`, above), and at most one Event is written
+//! per [`MIN_INTERVAL`]; notices beyond a bounded queue are dropped and counted
+//! (`mcs_events_total{result="dropped"}`).
 //!
 //! Owns: which events exist, their wording, the leader-only publishing task. Must not touch:
 //! the request path beyond the non-blocking [`crate::server::notices::EventNotices`] calls.
@@ -54,6 +57,7 @@ use crate::metrics::Metrics;
 use crate::render::layered::{self, DecisionReason};
 use crate::rights::Feature;
 use crate::server::notices::{reference, Notice};
+use crate::server::served::FailureRecord;
 use crate::snapshot::Snapshot;
 use crate::source::cluster::rights::Rights;
 
@@ -69,6 +73,38 @@ const NOTE_LIMIT: usize = 1024;
 pub struct PlannedEvent {
     pub regarding: ObjectReference,
     pub event: Event,
+    /// An Event that stands for one occurrence of its own is written under this name: never
+    /// merged into an earlier Event's series (kube's [`Recorder`] merges every Event of the
+    /// same reason, action and object within minutes, whatever its note), and not written
+    /// again when an Event of that name exists (another leader told it already).
+    pub name: Option<String>,
+}
+
+/// The name of the `FirstbootFailed` Event of one report: the pool's name and a hash of what
+/// identifies the report in every replica's records (its address, its time to the
+/// millisecond, its node ID), so every leader names the same report alike.
+pub fn firstboot_event_name(address: std::net::IpAddr, failure: &FailureRecord) -> String {
+    let at = failure
+        .reported_at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    // FNV-1a: stable across builds and platforms, unlike the standard library's hasher.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let key = format!("{}|{at}|{}", address.to_canonical(), failure.node_id);
+    for byte in key.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    // An object name is at most 253 characters; a pool's name may be as long.
+    let mut pool = failure.pool.as_str();
+    while pool.len() > 253 - ".firstboot-".len() - 16 {
+        let mut end = pool.len() - 1;
+        while !pool.is_char_boundary(end) {
+            end -= 1;
+        }
+        pool = &pool[..end];
+    }
+    format!("{pool}.firstboot-{hash:016x}")
 }
 
 /// A layered pool's state as the events report it.
@@ -187,7 +223,11 @@ pub fn layered_events(
                 secondary: related,
             }
         };
-        events.push(PlannedEvent { regarding, event });
+        events.push(PlannedEvent {
+            regarding,
+            event,
+            name: None,
+        });
     }
     events
 }
@@ -281,9 +321,50 @@ fn note(mut text: String) -> String {
     text
 }
 
+/// An Event as kube's [`Recorder`] writes a new one, under `name`.
+fn named_event(
+    name: &str,
+    planned: &PlannedEvent,
+    reporter: &Reporter,
+) -> k8s_openapi::api::events::v1::Event {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+    let event = &planned.event;
+    k8s_openapi::api::events::v1::Event {
+        action: Some(event.action.clone()),
+        reason: Some(event.reason.clone()),
+        event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+        regarding: Some(planned.regarding.clone()),
+        note: event.note.clone(),
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: planned.regarding.namespace.clone(),
+            ..ObjectMeta::default()
+        },
+        reporting_controller: Some(reporter.controller.clone()),
+        reporting_instance: Some(
+            reporter
+                .instance
+                .clone()
+                .unwrap_or_else(|| reporter.controller.clone()),
+        ),
+        type_: Some(
+            match event.type_ {
+                EventType::Normal => "Normal",
+                EventType::Warning => "Warning",
+            }
+            .to_owned(),
+        ),
+        related: event.secondary.clone(),
+        ..k8s_openapi::api::events::v1::Event::default()
+    }
+}
+
 /// The leader's publisher state.
 struct Emitter {
     recorder: Recorder,
+    /// For Events written under a name of their own ([`PlannedEvent::name`]).
+    events: kube::Api<k8s_openapi::api::events::v1::Event>,
+    reporter: Reporter,
     metrics: Arc<Metrics>,
     /// Whether [`Feature::Events`] is on; a refused write turns it off.
     rights: Rights,
@@ -302,15 +383,34 @@ impl Emitter {
         self.last_publish = Some(Instant::now());
         let object = planned.regarding.name.clone().unwrap_or_default();
         let kind = planned.regarding.kind.clone().unwrap_or_default();
-        let result = tokio::time::timeout(
-            PUBLISH_TIMEOUT,
-            self.recorder.publish(&planned.event, &planned.regarding),
-        )
-        .await;
+        let result = match &planned.name {
+            None => {
+                tokio::time::timeout(
+                    PUBLISH_TIMEOUT,
+                    self.recorder.publish(&planned.event, &planned.regarding),
+                )
+                .await
+            }
+            Some(name) => {
+                let event = named_event(name, &planned, &self.reporter);
+                tokio::time::timeout(
+                    PUBLISH_TIMEOUT,
+                    self.events
+                        .create(&kube::api::PostParams::default(), &event),
+                )
+                .await
+                .map(|created| created.map(|_| ()))
+            }
+        };
         match result {
             Ok(Ok(())) => {
                 self.metrics.kube_event("published");
                 tracing::info!(%kind, %object, reason = %planned.event.reason, note = planned.event.note.as_deref().unwrap_or_default(), "published event");
+            }
+            Ok(Err(kube::Error::Api(status))) if status.code == 409 && planned.name.is_some() => {
+                // Told already, by this leader or an earlier one.
+                self.metrics.kube_event("already_published");
+                tracing::debug!(%kind, %object, reason = %planned.event.reason, name = planned.name.as_deref().unwrap_or_default(), "event already published");
             }
             Ok(Err(kube::Error::Api(status))) if status.code == 403 => {
                 // Not retried: the feature is off until the rights say otherwise.
@@ -363,6 +463,7 @@ impl Emitter {
                         action: format!("ServeIgnition{version}"),
                         secondary: None,
                     },
+                    name: None,
                 })
             }
             Notice::FirstbootFailed { address, failure } => {
@@ -379,6 +480,9 @@ impl Emitter {
                         action: "ReportFirstbootFailure".into(),
                         secondary: None,
                     },
+                    // One Event per report: two machines of a pool failing within minutes
+                    // are two Events, and a new leader does not tell a report again.
+                    name: Some(firstboot_event_name(address, &failure)),
                 })
             }
             Notice::IgnitionTooOld {
@@ -400,6 +504,7 @@ impl Emitter {
                         action: "RefuseConfig".into(),
                         secondary: None,
                     },
+                    name: None,
                 })
             }
             Notice::FirstConfigServed { node, record } => {
@@ -421,6 +526,7 @@ impl Emitter {
                         action: "ServeConfig".into(),
                         secondary: None,
                     },
+                    name: None,
                 })
             }
         }
@@ -461,7 +567,10 @@ pub fn start(
     };
     let mut grants = inputs.rights.subscribe();
     let mut emitter = Emitter {
-        recorder: Recorder::new(client, reporter),
+        // Every Event of a cluster-scoped object goes to `default`, as kube's recorder does.
+        events: kube::Api::namespaced(client.clone(), "default"),
+        recorder: Recorder::new(client, reporter.clone()),
+        reporter,
         metrics: metrics.clone(),
         rights: inputs.rights.clone(),
         reported: None,
@@ -806,14 +915,14 @@ mod tests {
         let client =
             kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
                 .unwrap();
+        let reporter = Reporter {
+            controller: REPORTING_CONTROLLER.into(),
+            instance: None,
+        };
         let mut emitter = Emitter {
-            recorder: Recorder::new(
-                client,
-                Reporter {
-                    controller: REPORTING_CONTROLLER.into(),
-                    instance: None,
-                },
-            ),
+            events: kube::Api::namespaced(client.clone(), "default"),
+            recorder: Recorder::new(client, reporter.clone()),
+            reporter,
             metrics: Arc::new(Metrics::new()),
             rights: Rights::fixed(
                 Grants::all_granted(Requirements::new(&Names::openshift())),
