@@ -293,6 +293,8 @@ fn a_report_to_any_replica_becomes_an_event_and_lands_on_the_machines_mcn_only()
     .unwrap();
     api.create(&worker_node("worker-fine", "127.0.0.6"))
         .unwrap();
+    // Its Node registered on the boot after the failed one (the kubelet runs only once the
+    // first-boot update succeeded): the MCN carries the failure, already past.
     let failed = poll("worker-failed's MCN with the failure", DEADLINE, || {
         let mcn = api.get("MachineConfigNode", None, "worker-failed")?;
         mcn_annotation(&mcn, "firstboot-failure-stage")?;
@@ -305,6 +307,7 @@ fn a_report_to_any_replica_becomes_an_event_and_lands_on_the_machines_mcn_only()
         ("firstboot-failure-node-id", "localhost"),
         ("firstboot-failure-address", "127.0.0.5"),
         ("firstboot-failure-boot-id", "boot-1"),
+        ("firstboot-failure-cleared-at", "2026-11-25T10:00:00Z"),
         ("bootstrap-address", "127.0.0.5"),
         ("bootstrap-ignition-client", "2.20.0"),
     ] {
@@ -330,26 +333,7 @@ fn a_report_to_any_replica_becomes_an_event_and_lands_on_the_machines_mcn_only()
             .collect()
     };
     assert!(ours(&fine).is_empty(), "{fine}");
-
-    // A later boot of the same node, Ready again: the failure is cleared.
-    let mut rebooted = api.get("Node", None, "worker-failed").unwrap();
-    rebooted["status"]["nodeInfo"]["bootID"] = json!("boot-2");
-    rebooted["status"]["conditions"][0]["lastTransitionTime"] = json!("2026-11-25T11:00:00Z");
-    rebooted["status"]["conditions"][0]["lastHeartbeatTime"] = json!("2026-11-25T11:00:00Z");
-    api.update_status(&rebooted).unwrap();
-    let cleared = poll("the failure cleared", DEADLINE, || {
-        let mcn = api.get("MachineConfigNode", None, "worker-failed")?;
-        mcn_annotation(&mcn, "firstboot-failure-cleared-at")?;
-        Some(mcn)
-    });
-    assert_eq!(
-        ours(&cleared),
-        ["mcs.machineconfiguration.openshift.io/firstboot-failure-cleared-at"]
-    );
-    assert_eq!(
-        mcn_annotation(&cleared, "firstboot-failure-cleared-at").as_deref(),
-        Some("2026-11-25T11:00:00Z")
-    );
+    let cleared = failed;
     // Still exactly one Event for the one report, whichever replica saw it.
     assert_eq!(events(&api, "worker", "FirstbootFailed").len(), 1);
     // The MCNs pass the CRD the API server validates them against (real ones: the real CRD).

@@ -597,16 +597,12 @@ impl Reconciler {
                 };
                 Ok((Outcome::Created, written))
             }
-            Action::Fill {
-                mcn,
-                filled,
-                removed,
-            } => {
+            Action::Fill { mcn, filled } => {
                 // Planned from the cached copy at `cached`: written only over that version.
                 let Some(cached) = cached else {
                     return Ok((Outcome::Skipped, None));
                 };
-                let Some(filled_in) = self.fill(mcn, removed, cached).await? else {
+                let Some(filled_in) = self.fill(mcn, cached).await? else {
                     debug!(mcn = %action.name(), "MachineConfigNode changed since the cache saw it (409); planning again from the cache");
                     return Ok((Outcome::Skipped, None));
                 };
@@ -710,11 +706,10 @@ impl Reconciler {
     async fn fill(
         &mut self,
         mcn: &MachineConfigNode,
-        removed: &[&str],
         resource_version: &str,
     ) -> Result<Option<MachineConfigNode>, PublishError> {
         let name = mcn.metadata.name.clone().unwrap_or_default();
-        let body = fill_patch_body(mcn, removed, resource_version);
+        let body = fill_patch_body(mcn, resource_version);
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             field_validation: Some(ValidationDirective::Strict),
@@ -832,23 +827,15 @@ pub fn created_by_us(mcn: &MachineConfigNode) -> bool {
 
 /// The merge patch of a fill: the `resourceVersion` it was planned from (the API server
 /// refuses it with 409 once the MCN changed), `spec.configVersion.desired` and our annotations
-/// (the only fields a fill changes; a merge patch leaves every other field as it is), and
-/// `null` for each annotation of ours in `removed`.
-pub fn fill_patch_body(
-    mcn: &MachineConfigNode,
-    removed: &[&str],
-    resource_version: &str,
-) -> serde_json::Value {
-    let mut annotations: serde_json::Map<String, serde_json::Value> = mcn
+/// (the only fields a fill changes; a merge patch leaves every other field as it is).
+pub fn fill_patch_body(mcn: &MachineConfigNode, resource_version: &str) -> serde_json::Value {
+    let annotations: serde_json::Map<String, serde_json::Value> = mcn
         .metadata
         .annotations
         .iter()
         .flatten()
         .map(|(key, value)| (key.clone(), value.clone().into()))
         .collect();
-    for key in removed {
-        annotations.insert((*key).to_owned(), serde_json::Value::Null);
-    }
     serde_json::json!({
         "metadata": {
             "resourceVersion": resource_version,
@@ -949,7 +936,7 @@ mod tests {
     }
 
     #[test]
-    fn a_fill_removes_the_annotations_it_lists() {
+    fn a_fill_is_conditional_and_writes_only_its_fields() {
         let mut mcn = MachineConfigNode::new(
             "n",
             crate::api::machineconfignode::MachineConfigNodeSpec {
@@ -963,23 +950,28 @@ mod tests {
                 config_image: None,
             },
         );
-        mcn.metadata.annotations = Some(std::collections::BTreeMap::from([(
-            "mcs.machineconfiguration.openshift.io/firstboot-failure-cleared-at".to_owned(),
-            "2026-11-25T11:00:00Z".to_owned(),
-        )]));
-        let body = fill_patch_body(
-            &mcn,
-            &["mcs.machineconfiguration.openshift.io/firstboot-failure-stage"],
-            "7",
-        );
+        mcn.metadata.annotations = Some(std::collections::BTreeMap::from([
+            (
+                "mcs.machineconfiguration.openshift.io/firstboot-failure-stage".to_owned(),
+                "firstboot-update".to_owned(),
+            ),
+            (
+                "mcs.machineconfiguration.openshift.io/firstboot-failure-cleared-at".to_owned(),
+                "2026-11-25T11:00:00Z".to_owned(),
+            ),
+        ]));
+        let body = fill_patch_body(&mcn, "7");
         assert_eq!(
-            body["metadata"],
+            body,
             serde_json::json!({
-                "resourceVersion": "7",
-                "annotations": {
-                    "mcs.machineconfiguration.openshift.io/firstboot-failure-cleared-at": "2026-11-25T11:00:00Z",
-                    "mcs.machineconfiguration.openshift.io/firstboot-failure-stage": null,
+                "metadata": {
+                    "resourceVersion": "7",
+                    "annotations": {
+                        "mcs.machineconfiguration.openshift.io/firstboot-failure-cleared-at": "2026-11-25T11:00:00Z",
+                        "mcs.machineconfiguration.openshift.io/firstboot-failure-stage": "firstboot-update",
+                    },
                 },
+                "spec": {"configVersion": {"desired": "rendered-worker-1"}},
             })
         );
     }

@@ -92,11 +92,12 @@ pub mod annotations {
     pub const FIRSTBOOT_FAILURE_ADDRESS: &str =
         "mcs.machineconfiguration.openshift.io/firstboot-failure-address";
     /// First-boot failure: the Node's boot ID when the failure was written; a later boot of
-    /// the node that becomes ready clears the failure.
+    /// the node that becomes ready clears the failure ([`super::failure_cleared_by`]).
     pub const FIRSTBOOT_FAILURE_BOOT_ID: &str =
         "mcs.machineconfiguration.openshift.io/firstboot-failure-boot-id";
-    /// Instead of the failure: when a later successful boot cleared it (the node's `Ready`
-    /// transition after the reboot). Marks the failure as told, so it is never written again.
+    /// Beside the failure: when the node was past it (the `Ready` transition of the boot that
+    /// got past it; see [`super::failure_cleared_by`]). The failure stays, as the record of
+    /// how the machine came up; the marker says it is history.
     pub const FIRSTBOOT_FAILURE_CLEARED_AT: &str =
         "mcs.machineconfiguration.openshift.io/firstboot-failure-cleared-at";
     /// Every first-boot failure annotation but the cleared marker.
@@ -219,7 +220,7 @@ pub fn build_mcn(inputs: &NodeInputs<'_>) -> MachineConfigNode {
         annotations.extend(source_unknown_annotations(address, reason));
     }
     if let Some(failure) = inputs.failure {
-        annotations.extend(failure_annotations(failure, boot_id(inputs.node)));
+        annotations.extend(failure_annotations(failure, inputs.node));
     }
     let mut mcn = MachineConfigNode::new(
         &name,
@@ -301,11 +302,11 @@ pub fn bootstrap_annotations(bootstrap: &Bootstrap) -> BTreeMap<String, String> 
 }
 
 /// The annotations of a first-boot failure the node's machine reported, with the Node's boot ID
-/// now (`boot_id`; a later boot clears the failure).
-pub fn failure_annotations(
-    failure: &FailureMatch,
-    boot_id: Option<&str>,
-) -> BTreeMap<String, String> {
+/// now, and the cleared marker when the node is past the failure already
+/// ([`failure_cleared_by`]: the usual case, since a machine's Node registers only once a boot
+/// got past its first-boot update).
+pub fn failure_annotations(failure: &FailureMatch, node: &Node) -> BTreeMap<String, String> {
+    let boot_id = boot_id(node);
     let report = &failure.failure;
     let mut out = BTreeMap::from([
         (
@@ -339,6 +340,12 @@ pub fn failure_annotations(
             boot_id.to_owned(),
         );
     }
+    if let Some(cleared_at) = cleared_at(report.reported_at, boot_id, node) {
+        out.insert(
+            annotations::FIRSTBOOT_FAILURE_CLEARED_AT.to_owned(),
+            cleared_at,
+        );
+    }
     out
 }
 
@@ -351,25 +358,55 @@ pub fn has_failure_record(mcn: &MachineConfigNode) -> bool {
     })
 }
 
-/// When the MCN's first-boot failure is cleared by a later successful boot of `node`: the MCN
-/// carries a failure written during one boot (its boot ID), and the node now runs another boot
-/// and is `Ready`. Returns the value of [`annotations::FIRSTBOOT_FAILURE_CLEARED_AT`] (the
-/// node's `Ready` transition). A failure written without a boot ID is never cleared this way.
+/// When the MCN's first-boot failure is cleared, and it does not say so yet: the value of
+/// [`annotations::FIRSTBOOT_FAILURE_CLEARED_AT`] to add ([`cleared_at`]).
 pub fn failure_cleared_by(mcn: &MachineConfigNode, node: &Node) -> Option<String> {
     let written = mcn.metadata.annotations.as_ref()?;
     written.get(annotations::FIRSTBOOT_FAILURE_STAGE)?;
-    let written_during = written
-        .get(annotations::FIRSTBOOT_FAILURE_BOOT_ID)
-        .filter(|id| !id.is_empty())?;
-    let now = boot_id(node)?;
-    if now == written_during {
+    if written.contains_key(annotations::FIRSTBOOT_FAILURE_CLEARED_AT) {
         return None;
     }
+    let reported_at = written
+        .get(annotations::FIRSTBOOT_FAILURE_AT)
+        .and_then(|at| at.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .and_then(|at| u64::try_from(at.as_second()).ok())
+        .map(|secs| std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))?;
+    let written_during = written
+        .get(annotations::FIRSTBOOT_FAILURE_BOOT_ID)
+        .map(String::as_str)
+        .filter(|id| !id.is_empty());
+    cleared_at(reported_at, written_during, node)
+}
+
+/// Whether `node` is past a first-boot failure its machine reported at `reported_at` (written
+/// while the node ran boot `written_during`, if known), and since when: the node is `Ready`,
+/// and either it registered after the report (the kubelet runs only once the daemon's
+/// first-boot update has succeeded, so the boot that registered the Node is a later boot than
+/// the one that failed), or it has booted again since the failure was written (another boot
+/// ID). The value is the `Ready` transition time (`unknown` when the node records none).
+/// Compared to the second, as both times are stored.
+pub fn cleared_at(
+    reported_at: std::time::SystemTime,
+    written_during: Option<&str>,
+    node: &Node,
+) -> Option<String> {
     let since = crate::api::node::ready_since(node)?;
-    Some(if since.is_empty() {
-        "unknown".to_owned()
-    } else {
-        since
+    let to_second = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    };
+    let registered_after = crate::api::node::created(node)
+        .is_some_and(|created| to_second(reported_at) <= to_second(created));
+    let rebooted = match (written_during, boot_id(node)) {
+        (Some(then), Some(now)) => then != now,
+        _ => false,
+    };
+    (registered_after || rebooted).then(|| {
+        if since.is_empty() {
+            "unknown".to_owned()
+        } else {
+            since
+        }
     })
 }
 

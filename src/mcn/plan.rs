@@ -110,12 +110,10 @@ pub enum Action {
         mcn: Box<MachineConfigNode>,
         status: InitialStatus,
     },
-    /// Write our MCN's listed fields again, filled in (everything else as it is), and remove
-    /// the annotations of ours listed in `removed` (a first-boot failure a later boot cleared).
+    /// Write our MCN's listed fields again, filled in (everything else as it is).
     Fill {
         mcn: Box<MachineConfigNode>,
         filled: Vec<&'static str>,
-        removed: Vec<&'static str>,
     },
     /// Apply the initial status of our MCN, which has none yet (it is at `generation`). The
     /// write is conditional on `resource_version`, the version the plan saw: a previous leader
@@ -235,12 +233,11 @@ pub fn plan(world: &World<'_>, served: impl ServedLookup, config_image_declared:
             Some(existing) if is_ours(existing) && stale_owner(existing, node) => {}
             Some(existing) if is_ours(existing) => {
                 let mut spec_desired = existing.spec.config_version.desired.clone();
-                if let Some((mcn, filled, removed)) = fill(existing, &inputs) {
+                if let Some((mcn, filled)) = fill(existing, &inputs) {
                     spec_desired = mcn.spec.config_version.desired.clone();
                     out.actions.push(Action::Fill {
                         mcn: Box::new(mcn),
                         filled,
-                        removed,
                     });
                 }
                 if !has_status(existing) {
@@ -306,14 +303,12 @@ fn has_status(mcn: &MachineConfigNode) -> bool {
 
 /// Our MCN with its `not-yet-set` desired config, missing bootstrap record and first-boot failure
 /// filled in, or its failure cleared; every other field this server owns is repeated as it is.
-/// Returns the MCN, what was filled, and the annotations to remove. `None` when there is
-/// nothing to fill.
+/// Returns the MCN and what was filled; `None` when there is nothing to fill.
 fn fill(
     existing: &MachineConfigNode,
     inputs: &NodeInputs<'_>,
-) -> Option<(MachineConfigNode, Vec<&'static str>, Vec<&'static str>)> {
+) -> Option<(MachineConfigNode, Vec<&'static str>)> {
     let mut filled = Vec::new();
-    let mut removed = Vec::new();
     let mut spec_desired = existing.spec.config_version.desired.clone();
     if spec_desired.is_empty() || spec_desired == NOT_YET_SET {
         let known = desired_config(inputs);
@@ -341,18 +336,12 @@ fn fill(
     }
     if !has_failure_record(existing) {
         if let Some(failure) = inputs.failure {
-            our_annotations.extend(desired::failure_annotations(
-                failure,
-                crate::api::node::boot_id(inputs.node),
-            ));
+            our_annotations.extend(desired::failure_annotations(failure, inputs.node));
             filled.push("firstboot failure");
         }
     } else if let Some(cleared_at) = desired::failure_cleared_by(existing, inputs.node) {
-        for key in annotations::FIRSTBOOT_FAILURE {
-            if our_annotations.remove(key).is_some() {
-                removed.push(key);
-            }
-        }
+        // The failure stays as the record of how the machine came up; the marker says the
+        // node is past it.
         our_annotations.insert(
             annotations::FIRSTBOOT_FAILURE_CLEARED_AT.to_owned(),
             cleared_at,
@@ -388,7 +377,7 @@ fn fill(
         owner_references: (!owner_references.is_empty()).then_some(owner_references),
         ..ObjectMeta::default()
     };
-    Some((mcn, filled, removed))
+    Some((mcn, filled))
 }
 
 #[cfg(test)]

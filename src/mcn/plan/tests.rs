@@ -517,118 +517,135 @@ fn booted(node: &Arc<Node>, boot_id: &str, ready_at: Option<&str>) -> Arc<Node> 
     Arc::new(serde_json::from_value(value).unwrap())
 }
 
+/// The failure annotations of an MCN written by a plan's only action (create or fill).
+fn written_annotations(plan: &Plan) -> std::collections::BTreeMap<String, String> {
+    match plan.actions.as_slice() {
+        [Action::Create { mcn, .. }] | [Action::Fill { mcn, .. }] => {
+            mcn.metadata.annotations.clone().unwrap_or_default()
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `existing[0]` with the annotations `plan` wrote.
+fn after(existing: &[Arc<MachineConfigNode>], plan: &Plan) -> [Arc<MachineConfigNode>; 1] {
+    let mut mcn = (*existing[0]).clone();
+    mcn.metadata.annotations = Some(written_annotations(plan));
+    [Arc::new(mcn)]
+}
+
 #[test]
-fn a_reported_failure_is_written_once_and_a_later_boot_clears_it() {
+fn a_failure_reported_before_the_node_registered_is_written_as_history() {
+    // The machine failed its first boot, reported it, and registered its Node on a later boot
+    // (the kubelet runs only once the first-boot update succeeded).
     let plain = node("w1", &["worker"], "10.0.0.21", json!({}));
-    let nodes = [booted(&plain, "boot-1", Some("2023-11-14T22:14:00Z"))];
+    let nodes = [booted(&plain, "boot-2", Some("2023-11-14T22:14:00Z"))];
     let failures = Failures {
         address: "10.0.0.21".parse().unwrap(),
         at: CREATED - 120,
     };
-    // A new node: its MCN is created with the failure.
+    // A new node: its MCN is created with the failure, already past.
     let plan = plan(&world(&nodes, &[]), failures, false);
-    let [Action::Create { mcn: created, .. }] = plan.actions.as_slice() else {
-        panic!("{:?}", plan.actions);
-    };
-    let a = created.metadata.annotations.as_ref().unwrap();
+    assert!(matches!(plan.actions.as_slice(), [Action::Create { .. }]));
+    let a = written_annotations(&plan);
     assert_eq!(a[annotations::FIRSTBOOT_FAILURE_STAGE], "firstboot-update");
     assert_eq!(a[annotations::FIRSTBOOT_FAILURE_AT], "2023-11-14T22:11:20Z");
     assert_eq!(a[annotations::FIRSTBOOT_FAILURE_ADDRESS], "10.0.0.21");
-    assert_eq!(a[annotations::FIRSTBOOT_FAILURE_BOOT_ID], "boot-1");
+    assert_eq!(a[annotations::FIRSTBOOT_FAILURE_BOOT_ID], "boot-2");
     assert_eq!(a[annotations::FIRSTBOOT_FAILURE_IMAGE], "quay.io");
     assert_eq!(a[annotations::FIRSTBOOT_FAILURE_NODE_ID], "localhost");
     assert_eq!(
         a[annotations::FIRSTBOOT_FAILURE_MESSAGE],
         "error pulling image: token=[REDACTED]"
     );
+    assert_eq!(
+        a[annotations::FIRSTBOOT_FAILURE_CLEARED_AT],
+        "2023-11-14T22:14:00Z"
+    );
 
-    // Our MCN created before the report was known: filled in.
+    // Our MCN created before the report was known, its Node not ready yet: filled in with the
+    // failure, not yet past; once ready, cleared (the failure stays, as history); then done.
+    let existing = [mcn(json!({
+        "metadata": {"name": "w1", "annotations": ours()},
+        "spec": {"configVersion": {"desired": "rendered-worker-1"}},
+        "status": {"configVersion": {"desired": "not-yet-set"}}
+    }))];
+    let starting = [booted(&plain, "boot-2", None)];
+    let plan = super::plan(&world(&starting, &existing), failures, false);
+    let [Action::Fill { filled, .. }] = plan.actions.as_slice() else {
+        panic!("{:?}", plan.actions);
+    };
+    assert_eq!(filled, &["firstboot failure"]);
+    assert!(!written_annotations(&plan).contains_key(annotations::FIRSTBOOT_FAILURE_CLEARED_AT));
+    let with_failure = after(&existing, &plan);
+    assert!(
+        super::plan(&world(&starting, &with_failure), failures, false)
+            .actions
+            .is_empty()
+    );
+    let plan = super::plan(&world(&nodes, &with_failure), failures, false);
+    let [Action::Fill { filled, .. }] = plan.actions.as_slice() else {
+        panic!("{:?}", plan.actions);
+    };
+    assert_eq!(filled, &["firstboot failure cleared"]);
+    let a = written_annotations(&plan);
+    for key in annotations::FIRSTBOOT_FAILURE {
+        assert!(a.contains_key(key), "{key} stays");
+    }
+    assert_eq!(
+        a[annotations::FIRSTBOOT_FAILURE_CLEARED_AT],
+        "2023-11-14T22:14:00Z"
+    );
+    assert_eq!(a[annotations::CREATED_BY], annotations::CREATED_BY_VALUE);
+    let done = after(&existing, &plan);
+    let rebooted = [booted(&plain, "boot-3", Some("2023-11-15T08:00:00Z"))];
+    for nodes in [&nodes, &rebooted] {
+        assert!(super::plan(&world(nodes, &done), failures, false)
+            .actions
+            .is_empty());
+    }
+}
+
+#[test]
+fn a_failure_reported_after_the_node_registered_is_cleared_by_a_later_boot_only() {
+    // Reported within the clock-skew allowance after the Node registered: the boot that
+    // registered it is not known to be past the failure.
+    let plain = node("w1", &["worker"], "10.0.0.21", json!({}));
+    let nodes = [booted(&plain, "boot-1", Some("2023-11-14T22:14:00Z"))];
+    let failures = Failures {
+        address: "10.0.0.21".parse().unwrap(),
+        at: CREATED + 10,
+    };
     let existing = [mcn(json!({
         "metadata": {"name": "w1", "annotations": ours()},
         "spec": {"configVersion": {"desired": "rendered-worker-1"}},
         "status": {"configVersion": {"desired": "not-yet-set"}}
     }))];
     let plan = super::plan(&world(&nodes, &existing), failures, false);
-    let [Action::Fill {
-        mcn: filled_in,
-        filled,
-        removed,
-    }] = plan.actions.as_slice()
-    else {
-        panic!("{:?}", plan.actions);
-    };
-    assert_eq!(filled, &["firstboot failure"]);
-    assert!(removed.is_empty());
-    let with_failure = {
-        let mut mcn = (*existing[0]).clone();
-        mcn.metadata.annotations = filled_in.metadata.annotations.clone();
-        [Arc::new(mcn)]
-    };
-    // Written: nothing more to do, in the same boot or a later one that is not ready yet.
-    assert!(super::plan(&world(&nodes, &with_failure), failures, false)
-        .actions
-        .is_empty());
+    let a = written_annotations(&plan);
+    assert_eq!(a[annotations::FIRSTBOOT_FAILURE_BOOT_ID], "boot-1");
+    assert!(!a.contains_key(annotations::FIRSTBOOT_FAILURE_CLEARED_AT));
+    let with_failure = after(&existing, &plan);
+    // The same boot, or a later one not ready yet: nothing to do.
     let rebooting = [booted(&plain, "boot-2", None)];
-    assert!(
-        super::plan(&world(&rebooting, &with_failure), failures, false)
+    for nodes in [&nodes, &rebooting] {
+        assert!(super::plan(&world(nodes, &with_failure), failures, false)
             .actions
-            .is_empty()
-    );
-    // A later boot that became ready: cleared, and marked so it is never written again.
+            .is_empty());
+    }
+    // A later boot that became ready: cleared.
     let rebooted = [booted(&plain, "boot-2", Some("2023-11-15T08:00:00Z"))];
     let plan = super::plan(&world(&rebooted, &with_failure), failures, false);
-    let [Action::Fill {
-        mcn: cleared,
-        filled,
-        removed: cleared_keys,
-    }] = plan.actions.as_slice()
-    else {
-        panic!("{:?}", plan.actions);
-    };
-    assert_eq!(filled, &["firstboot failure cleared"]);
     assert_eq!(
-        cleared_keys
-            .iter()
-            .copied()
-            .collect::<std::collections::BTreeSet<_>>(),
-        annotations::FIRSTBOOT_FAILURE.into_iter().collect(),
-        "every failure annotation written is removed"
-    );
-    let a = cleared.metadata.annotations.as_ref().unwrap();
-    for key in annotations::FIRSTBOOT_FAILURE {
-        assert!(!a.contains_key(key), "{key} is gone");
-    }
-    assert_eq!(
-        a[annotations::FIRSTBOOT_FAILURE_CLEARED_AT],
+        written_annotations(&plan)[annotations::FIRSTBOOT_FAILURE_CLEARED_AT],
         "2023-11-15T08:00:00Z"
     );
-    assert_eq!(a[annotations::CREATED_BY], annotations::CREATED_BY_VALUE);
-    let done = {
-        let mut mcn = (*existing[0]).clone();
-        mcn.metadata.annotations = cleared.metadata.annotations.clone();
-        [Arc::new(mcn)]
-    };
-    assert!(super::plan(&world(&rebooted, &done), failures, false)
-        .actions
-        .is_empty());
 
-    // A failure written without a boot ID is never cleared by a guess.
+    // Written without a boot ID: never cleared by a guess.
     let unbooted = [plain.clone()];
     let plan = super::plan(&world(&unbooted, &existing), failures, false);
-    let [Action::Fill { mcn: no_boot, .. }] = plan.actions.as_slice() else {
-        panic!("{:?}", plan.actions);
-    };
-    assert!(!no_boot
-        .metadata
-        .annotations
-        .as_ref()
-        .unwrap()
-        .contains_key(annotations::FIRSTBOOT_FAILURE_BOOT_ID));
-    let written = {
-        let mut mcn = (*existing[0]).clone();
-        mcn.metadata.annotations = no_boot.metadata.annotations.clone();
-        [Arc::new(mcn)]
-    };
+    assert!(!written_annotations(&plan).contains_key(annotations::FIRSTBOOT_FAILURE_BOOT_ID));
+    let written = after(&existing, &plan);
     assert!(super::plan(&world(&rebooted, &written), failures, false)
         .actions
         .is_empty());
