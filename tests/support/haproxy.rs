@@ -2,13 +2,18 @@
 //! PROXY protocol (`send-proxy` for v1, `send-proxy-v2`) to its backends from an address of its
 //! own, as a balancer in front of port 22623 that does not keep client addresses (`#[tier(haproxy)]`
 //! tests). Killed on drop.
+//!
+//! [`Haproxy::start`] routes each frontend to one backend; [`Haproxy::balance`] spreads each
+//! frontend over several replicas, health-checks each (`GET /healthz`, with the PROXY header
+//! as the replicas require it from the balancer), and logs every connection, so a test knows
+//! which replica served which client ([`Haproxy::connections`]).
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::mcs::{free_port, poll};
 
@@ -30,7 +35,65 @@ pub struct Haproxy {
     /// The frontend of each route, in order.
     pub frontends: Vec<SocketAddr>,
     output: Arc<Mutex<String>>,
+    connections: Arc<Mutex<Vec<Connection>>>,
     _dir: tempfile::TempDir,
+}
+
+/// How haproxy checks a replica's health: `GET /healthz` over plain HTTP or over TLS (as the
+/// `api-int` load balancer checks `https://<node>:22623/healthz`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Check {
+    Http,
+    Https,
+}
+
+/// One balanced frontend: the replicas' ports behind it and how each is checked.
+#[derive(Clone, Debug)]
+pub struct Balance {
+    pub backends: Vec<SocketAddr>,
+    pub check: Check,
+}
+
+/// One client connection as haproxy logged it when it ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Connection {
+    /// The client's address and port.
+    pub client: SocketAddr,
+    /// The frontend's index in [`Haproxy::frontends`].
+    pub frontend: usize,
+    /// The backend's index in its [`Balance::backends`]; `None` when no server took it.
+    pub backend: Option<usize>,
+    /// Bytes sent to the client.
+    pub bytes: u64,
+    /// haproxy's two-letter termination state (`--` for a normal end).
+    pub termination: String,
+    /// When the harness read the log line (the connection had ended).
+    pub seen: Instant,
+}
+
+/// The log line of one connection: `conn <client ip>:<port> f<frontend> <server> <bytes>
+/// <termination>`, where the server is `r<backend>` or `<NOSRV>`.
+const LOG_FORMAT: &str = "conn %ci:%cp %f %s %B %ts";
+
+fn parse_connection(line: &str, seen: Instant) -> Option<Connection> {
+    let mut fields = line.split_whitespace();
+    if fields.next()? != "conn" {
+        return None;
+    }
+    let client = fields.next()?.parse().ok()?;
+    let frontend = fields.next()?.strip_prefix('f')?.parse().ok()?;
+    let server = fields.next()?;
+    let backend = server.strip_prefix('r').and_then(|i| i.parse().ok());
+    let bytes = fields.next()?.parse().ok()?;
+    let termination = fields.next()?.to_string();
+    Some(Connection {
+        client,
+        frontend,
+        backend,
+        bytes,
+        termination,
+        seen,
+    })
 }
 
 impl Haproxy {
@@ -53,9 +116,46 @@ impl Haproxy {
             ));
             frontends.push(frontend);
         }
+        Haproxy::run(dir, &config, frontends)
+    }
+
+    /// One TCP frontend on a free loopback port per [`Balance`], spreading connections over
+    /// its backends round-robin. haproxy connects to the backends from `source` and sends
+    /// `header` first, on health checks too; a replica is taken out after two failed checks
+    /// 500 ms apart and back in after two good ones, and a connection it refuses is sent to
+    /// another (`retries`, `option redispatch`). Every connection is logged
+    /// ([`Haproxy::connections`]).
+    pub fn balance(pools: &[Balance], header: Header, source: IpAddr) -> Haproxy {
+        let dir = tempfile::tempdir().expect("a directory for haproxy.cfg");
+        let send = match header {
+            Header::V1 => "send-proxy",
+            Header::V2 => "send-proxy-v2",
+        };
+        let mut config = format!(
+            "global\n    maxconn 4096\n    log stdout format raw local0 info\n\ndefaults\n    mode tcp\n    log global\n    log-format \"{LOG_FORMAT}\"\n    timeout connect 2s\n    timeout client 60s\n    timeout server 60s\n    timeout check 2s\n    retries 3\n    option redispatch\n"
+        );
+        let mut frontends = Vec::new();
+        for (index, pool) in pools.iter().enumerate() {
+            let frontend: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+            let check_tls = match pool.check {
+                Check::Http => "",
+                Check::Https => " check-ssl verify none",
+            };
+            config.push_str(&format!(
+                "\nfrontend f{index}\n    bind {frontend}\n    default_backend b{index}\n\nbackend b{index}\n    balance roundrobin\n    option httpchk GET /healthz\n    http-check expect status 200\n    default-server {send} check check-send-proxy inter 500ms fall 2 rise 2 source {source}\n"
+            ));
+            for (replica, backend) in pool.backends.iter().enumerate() {
+                config.push_str(&format!("    server r{replica} {backend}{check_tls}\n"));
+            }
+            frontends.push(frontend);
+        }
+        Haproxy::run(dir, &config, frontends)
+    }
+
+    fn run(dir: tempfile::TempDir, config: &str, frontends: Vec<SocketAddr>) -> Haproxy {
         let path = dir.path().join("haproxy.cfg");
-        std::fs::write(&path, &config).expect("haproxy.cfg");
-        check(&path, &config);
+        std::fs::write(&path, config).expect("haproxy.cfg");
+        check(&path, config);
         let mut child = Command::new(HAPROXY)
             .arg("-db")
             .arg("-f")
@@ -66,13 +166,20 @@ impl Haproxy {
             .spawn()
             .expect("haproxy starts");
         let output = Arc::new(Mutex::new(String::new()));
+        let connections = Arc::new(Mutex::new(Vec::new()));
         for stream in [
             Box::new(child.stdout.take().expect("stdout")) as Box<dyn Read + Send>,
             Box::new(child.stderr.take().expect("stderr")) as Box<dyn Read + Send>,
         ] {
             let output = output.clone();
+            let connections = connections.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    // Connection lines are many (one per machine's attempt): kept parsed only.
+                    if let Some(connection) = parse_connection(&line, Instant::now()) {
+                        connections.lock().unwrap().push(connection);
+                        continue;
+                    }
                     let mut output = output.lock().unwrap();
                     output.push_str(&line);
                     output.push('\n');
@@ -83,6 +190,7 @@ impl Haproxy {
             child,
             frontends,
             output,
+            connections,
             _dir: dir,
         };
         for frontend in haproxy.frontends.clone() {
@@ -98,9 +206,14 @@ impl Haproxy {
         haproxy
     }
 
-    /// What haproxy printed so far.
+    /// What haproxy printed so far (but the connection log lines).
     pub fn output(&self) -> String {
         self.output.lock().unwrap().clone()
+    }
+
+    /// Every connection haproxy logged so far, in the order they ended.
+    pub fn connections(&self) -> Vec<Connection> {
+        self.connections.lock().unwrap().clone()
     }
 }
 

@@ -11,6 +11,9 @@
 //! - [`balancer`], [`fault_proxy`]: the client-address-keeping load balancer in front of
 //!   several replicas, and the fault-injecting proxy between a replica and its API server.
 //! - [`haproxy`]: a real haproxy in front of the server, sending the PROXY protocol.
+//! - [`rehearsal`]: a scale-up rehearsed end to end (three replicas behind haproxy, machines
+//!   that speak as Ignition, the cluster's side, a rollout, an image build, a SIGKILL), judged
+//!   in verdicts, with a timeline report (`benches/rehearsal.rs`, `tests/rehearsal.rs`).
 //! - [`fixtures`], [`upstream`]: the project's own fixtures, and the upstream assets
 //!   (`MCS_UPSTREAM_ASSETS`).
 //! - [`ignition_samples`], [`validators`]: Ignition configs exercising every translated field,
@@ -32,6 +35,7 @@ pub mod ignition_samples;
 pub mod mcs;
 pub mod openssl_fips;
 pub mod real_apiserver;
+pub mod rehearsal;
 pub mod upstream;
 pub mod validators;
 

@@ -112,6 +112,25 @@ impl Drop for SetOnDrop {
     }
 }
 
+/// The three loopback ports of one server process: TLS, plain HTTP and the admin listener.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ports {
+    pub secure: u16,
+    pub insecure: u16,
+    pub metrics: u16,
+}
+
+impl Ports {
+    /// Three free loopback ports.
+    pub fn free() -> Ports {
+        Ports {
+            secure: free_port(),
+            insecure: free_port(),
+            metrics: free_port(),
+        }
+    }
+}
+
 /// A running server process; killed on drop.
 pub struct Server {
     child: Child,
@@ -119,6 +138,10 @@ pub struct Server {
     pub insecure: SocketAddr,
     pub metrics: SocketAddr,
     output: Arc<Mutex<String>>,
+    /// How it was started, so that [`Server::restart`] starts it again the same way.
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    binary: PathBuf,
 }
 
 impl Server {
@@ -169,9 +192,8 @@ impl Server {
         // then the server exits naming the port, and we try again with new ones.
         let mut last_output = String::new();
         for _ in 0..5 {
-            let mut server = Server::spawn(args, env);
-            match server.wait_started() {
-                Ok(()) => return server,
+            match Server::start_on(Ports::free(), args, env) {
+                Ok(server) => return server,
                 Err(output) if output.contains("cannot listen") => last_output = output,
                 Err(output) => panic!("server exited before serving:\n{output}"),
             }
@@ -179,10 +201,81 @@ impl Server {
         panic!("server could not bind free ports in 5 attempts:\n{last_output}");
     }
 
-    fn spawn(args: &[&str], env: &[(&str, &str)]) -> Server {
-        let (secure, insecure, metrics) = (free_port(), free_port(), free_port());
+    /// `machine-config-server <args…>` on the given `ports` (a replica a load balancer knows
+    /// by its ports); waits for the insecure port's `/healthz`. `Err(output)` when the process
+    /// exited first (for example because a port was taken).
+    pub fn start_on(ports: Ports, args: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
+        Server::start_on_binary(None, ports, args, env)
+    }
+
+    /// [`Server::start_on`] with another build of the server (`None`: [`bin`]).
+    pub fn start_on_binary(
+        binary: Option<&Path>,
+        ports: Ports,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Server, String> {
+        let binary = binary.map(Path::to_path_buf).unwrap_or_else(bin);
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut server = Server::spawn(binary, ports, args, env);
+        server.wait_started().map(|()| server)
+    }
+
+    /// Starts the process again, with the same arguments, environment and ports, after it
+    /// ended (a [`Server::kill`]: the way a DaemonSet's pod comes back on its node). Retries
+    /// while a port is still held by the old process's connections.
+    pub fn restart(&mut self) -> Result<(), String> {
+        let ports = Ports {
+            secure: self.secure.port(),
+            insecure: self.insecure.port(),
+            metrics: self.metrics.port(),
+        };
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let mut last = String::new();
+        for _ in 0..20 {
+            let mut next = Server::spawn(
+                self.binary.clone(),
+                ports,
+                self.args.clone(),
+                self.env.clone(),
+            );
+            match next.wait_started() {
+                Ok(()) => {
+                    // The old output stays: a restarted replica's log continues it.
+                    let old = std::mem::take(&mut *self.output.lock().unwrap());
+                    let new = std::mem::take(&mut *next.output.lock().unwrap());
+                    *next.output.lock().unwrap() = old + &new;
+                    std::mem::swap(self, &mut next);
+                    return Ok(());
+                }
+                Err(output) if output.contains("cannot listen") => {
+                    last = output;
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+                Err(output) => return Err(output),
+            }
+        }
+        Err(format!("could not bind its ports again:\n{last}"))
+    }
+
+    fn spawn(
+        binary: PathBuf,
+        ports: Ports,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+    ) -> Server {
+        let Ports {
+            secure,
+            insecure,
+            metrics,
+        } = ports;
         let certs = repo().join("certs");
-        let mut command = Command::new(bin());
+        let mut command = Command::new(&binary);
         command
             .args(["--bind-address", "127.0.0.1"])
             .args(["--secure-port", &secure.to_string()])
@@ -192,12 +285,12 @@ impl Server {
             .arg(certs.join("tls.crt"))
             .arg("--key")
             .arg(certs.join("tls.key"))
-            .args(args)
+            .args(&args)
             .env("RUST_LOG", "debug")
             // As the MCO's DaemonSet runs it: a replica's identity only when a test gives one.
             .env_remove("POD_NAME")
             .env_remove("NODE_NAME")
-            .envs(env.iter().copied())
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -221,6 +314,9 @@ impl Server {
             insecure: ([127, 0, 0, 1], insecure).into(),
             metrics: ([127, 0, 0, 1], metrics).into(),
             output,
+            args,
+            env,
+            binary,
         }
     }
 

@@ -1,0 +1,58 @@
+//! A small scale-up rehearsal on every change (`support::rehearsal`, the program of
+//! `benches/rehearsal.rs`): 30 machines (one of them Debian's real Ignition client) through
+//! haproxy to three replicas, one worker rollout, one layered image proven, one SIGKILL of
+//! the Lease holder and a short API brownout, against the in-test API server or, when
+//! `KUBEBUILDER_ASSETS` names one, a real kube-apiserver. Every verdict must pass; a failure
+//! names its verdict line.
+
+use std::time::Duration;
+
+use support::rehearsal::{self, Knobs};
+use support::tier;
+
+#[tier(haproxy, ignition)]
+#[test]
+fn a_small_scale_up_through_a_rollout_a_build_and_a_sigkill_passes_every_verdict() {
+    let knobs = Knobs {
+        machines: 30,
+        burst_percent: 40.0,
+        burst: Duration::from_secs(2),
+        trickle: Duration::from_secs(16),
+        failure_percent: 10.0,
+        boot: Duration::from_millis(1200),
+        restart_after: Duration::from_millis(1500),
+        brownout_latency: Duration::from_millis(300),
+        brownout_length: Duration::from_secs(2),
+        // A Lease that expires within the test's time (the server's default is 15 s).
+        lease: Some(Duration::from_secs(3)),
+        deadline: Duration::from_secs(45),
+        out_dir: support::mcs::repo().join("target/rehearsal-test"),
+        ..Knobs::default()
+    };
+    let outcome =
+        rehearsal::run(&knobs).unwrap_or_else(|e| panic!("the rehearsal could not run: {e}"));
+    for verdict in &outcome.verdicts {
+        eprintln!("{verdict}");
+    }
+    eprintln!("{}", outcome.written.fetch_table);
+    let failed: Vec<String> = outcome
+        .verdicts
+        .iter()
+        .filter(|v| !v.pass)
+        .map(ToString::to_string)
+        .collect();
+    if !failed.is_empty() {
+        for replica in &outcome.facts.replicas {
+            eprintln!(
+                "--- {} (last lines) ---\n{}",
+                replica.name, replica.output_tail
+            );
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "verdicts failed (report in {}):\n{}",
+        outcome.written.table.display(),
+        failed.join("\n")
+    );
+}
