@@ -774,7 +774,7 @@ impl Flusher {
         let mut failures = 0u32;
         // Once per failure streak, a successful API answer ends the backoff early.
         let mut early_retry = false;
-        let mut last_start = Instant::now();
+        let mut last_end = Instant::now();
         let mut not_before = Instant::now();
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING_INTERVAL);
         housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -803,7 +803,7 @@ impl Flusher {
                             continue;
                         }
                         early_retry = false;
-                        not_before = last_start + self.settings.flush_interval;
+                        not_before = last_end + self.settings.flush_interval;
                         debug!("the API answers again; writing the pending served records now");
                     }
                     _ = shutdown.wait_for(|stop| *stop) => break,
@@ -812,12 +812,16 @@ impl Flusher {
             if *shutdown.borrow() {
                 break;
             }
-            last_start = Instant::now();
-            not_before = last_start + self.settings.flush_interval;
             let result = match tokio::time::timeout(WRITE_TIMEOUT, self.flush(tidy)).await {
                 Ok(result) => result.map_err(FlushError::Api),
                 Err(_) => Err(FlushError::Timeout(WRITE_TIMEOUT)),
             };
+            // The next write starts a flush interval after this one ended, not after it
+            // started: a write reaches the API server somewhere between the two, so spacing
+            // the starts alone let a slow write and a fast one arrive closer than the interval
+            // (six writes in one second were seen at the API server).
+            last_end = Instant::now();
+            not_before = last_end + self.settings.flush_interval;
             match result {
                 Ok(()) => {
                     failures = 0;
@@ -991,22 +995,30 @@ impl Flusher {
     async fn write(&self, text: &str) -> Result<(), kube::Error> {
         let name = &self.settings.name;
         if !self.view.borrow().exists {
-            // Create the (empty) object first: a create is its own RBAC verb, and an apply that
-            // creates is authorized as one too.
-            let empty = ConfigMap {
+            // Create the object first: a create is its own RBAC verb, and an apply that creates
+            // is authorized as one too. The create carries this replica's records: one write,
+            // not a create and an apply right after it (two writes within milliseconds).
+            let first = ConfigMap {
                 metadata: ObjectMeta {
                     name: Some(name.clone()),
                     namespace: Some(self.settings.namespace.clone()),
                     ..ObjectMeta::default()
                 },
+                data: Some(std::collections::BTreeMap::from([(
+                    self.settings.replica.clone(),
+                    text.to_owned(),
+                )])),
                 ..ConfigMap::default()
             };
             let params = PostParams {
                 field_manager: Some(self.settings.field_manager()),
                 ..PostParams::default()
             };
-            match self.api.create(&params, &empty).await {
-                Ok(_) => info!(configmap = %name, "created the shared served-records ConfigMap"),
+            match self.api.create(&params, &first).await {
+                Ok(_) => {
+                    info!(configmap = %name, "created the shared served-records ConfigMap");
+                    return Ok(());
+                }
                 Err(kube::Error::Api(status)) if status.code == 409 => {}
                 Err(error) => return Err(error),
             }
