@@ -36,6 +36,7 @@ pub struct Haproxy {
     pub frontends: Vec<SocketAddr>,
     output: Arc<Mutex<String>>,
     connections: Arc<Mutex<Vec<Connection>>>,
+    states: Arc<Mutex<Vec<(Instant, String)>>>,
     _dir: tempfile::TempDir,
 }
 
@@ -74,6 +75,19 @@ pub struct Connection {
 /// The log line of one connection: `conn <client ip>:<port> f<frontend> <server> <bytes>
 /// <termination>`, where the server is `r<backend>` or `<NOSRV>`.
 const LOG_FORMAT: &str = "conn %ci:%cp %f %s %B %ts";
+
+/// `b<frontend>/r<backend> is DOWN` (or `UP`) from haproxy's line about a health check's
+/// verdict (`Server b0/r1 is DOWN, reason: ...`).
+fn state_change(line: &str) -> Option<String> {
+    let rest = &line[line.find("Server ")? + "Server ".len()..];
+    let mut words = rest.split_whitespace();
+    let server = words.next()?;
+    if words.next()? != "is" {
+        return None;
+    }
+    let state = words.next()?.trim_end_matches(',');
+    matches!(state, "DOWN" | "UP").then(|| format!("{server} is {state}"))
+}
 
 fn parse_connection(line: &str, seen: Instant) -> Option<Connection> {
     let mut fields = line.split_whitespace();
@@ -167,14 +181,19 @@ impl Haproxy {
             .expect("haproxy starts");
         let output = Arc::new(Mutex::new(String::new()));
         let connections = Arc::new(Mutex::new(Vec::new()));
+        let states = Arc::new(Mutex::new(Vec::new()));
         for stream in [
             Box::new(child.stdout.take().expect("stdout")) as Box<dyn Read + Send>,
             Box::new(child.stderr.take().expect("stderr")) as Box<dyn Read + Send>,
         ] {
             let output = output.clone();
             let connections = connections.clone();
+            let states = states.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    if let Some(change) = state_change(&line) {
+                        states.lock().unwrap().push((Instant::now(), change));
+                    }
                     // Connection lines are many (one per machine's attempt): kept parsed only.
                     if let Some(connection) = parse_connection(&line, Instant::now()) {
                         connections.lock().unwrap().push(connection);
@@ -191,6 +210,7 @@ impl Haproxy {
             frontends,
             output,
             connections,
+            states,
             _dir: dir,
         };
         for frontend in haproxy.frontends.clone() {
@@ -209,6 +229,12 @@ impl Haproxy {
     /// What haproxy printed so far (but the connection log lines).
     pub fn output(&self) -> String {
         self.output.lock().unwrap().clone()
+    }
+
+    /// When haproxy took a backend out or put it back (`b0/r1 is DOWN`, `b0/r1 is UP`), as the
+    /// harness read it.
+    pub fn state_changes(&self) -> Vec<(Instant, String)> {
+        self.states.lock().unwrap().clone()
     }
 
     /// Every connection haproxy logged so far, in the order they ended.

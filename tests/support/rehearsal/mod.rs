@@ -229,6 +229,8 @@ pub struct Marks {
     pub worker_proof: Option<(Duration, Duration)>,
     pub layered_proof: Option<(Duration, Duration)>,
     pub brownout: Option<(Duration, Duration)>,
+    /// When the balancer took a replica out or put it back (`b0/r1 is DOWN`).
+    pub balancer: Vec<(Duration, String)>,
 }
 
 /// What one machine went through.
@@ -300,9 +302,23 @@ pub struct ReplicaRun {
     pub end: Scrape,
     pub killed_at: Option<Duration>,
     pub restarted_at: Option<Duration>,
-    /// Its writes to the API, from its fault proxy's log: (when, what, status).
-    pub writes: Vec<(Duration, verdict::WriteKind, u16)>,
+    /// Its writes to the API, from its fault proxy's log.
+    pub writes: Vec<ApiWrite>,
+    /// Everything it printed (of both processes, when it was restarted).
+    pub output: String,
     pub output_tail: String,
+}
+
+/// One write of a replica to the API, as its fault proxy logged it.
+#[derive(Clone, Debug)]
+pub struct ApiWrite {
+    /// When it reached the proxy, from the start of the storm.
+    pub at: Duration,
+    pub kind: verdict::WriteKind,
+    /// The status the replica got (0: none).
+    pub status: u16,
+    pub method: String,
+    pub uri: String,
 }
 
 /// Everything the verdicts and the report read.
@@ -736,11 +752,18 @@ pub fn run(knobs: &Knobs) -> Result<Outcome, String> {
             .into_iter()
             .filter_map(|logged| {
                 let kind = verdict::WriteKind::of(&logged.method, &logged.uri)?;
-                Some((logged.at.saturating_duration_since(t0), kind, logged.status))
+                Some(ApiWrite {
+                    at: logged.at.saturating_duration_since(t0),
+                    kind,
+                    status: logged.status,
+                    method: logged.method,
+                    uri: logged.uri,
+                })
             })
             .collect();
         let output = replica.server.output();
         let tail: Vec<&str> = output.lines().rev().take(40).collect();
+        let output_tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
         replica_runs.push(ReplicaRun {
             name: replica.name.clone(),
             before_kill,
@@ -748,9 +771,16 @@ pub fn run(knobs: &Knobs) -> Result<Outcome, String> {
             killed_at,
             restarted_at,
             writes,
-            output_tail: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+            output,
+            output_tail,
         });
     }
+    let mut marks = marks;
+    marks.balancer = haproxy
+        .state_changes()
+        .into_iter()
+        .map(|(at, change)| (at.saturating_duration_since(t0), change))
+        .collect();
     let connections = haproxy
         .connections()
         .into_iter()

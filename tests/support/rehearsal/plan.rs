@@ -273,8 +273,10 @@ pub fn machines(knobs: &Knobs) -> Vec<Machine> {
     // that fails its first boot is an installer's problem, not a scale-up's).
     let candidates: Vec<usize> = (0..n).filter(|&i| out[i].pool != Pool::Master).collect();
     if failures > 0 && !candidates.is_empty() {
+        // Spread over the run, and over both pools (a fixed stride would land on one pool).
         let stride = (candidates.len() / failures).max(1);
-        for (k, &i) in candidates.iter().step_by(stride).take(failures).enumerate() {
+        for k in 0..failures.min(candidates.len()) {
+            let i = candidates[(k * stride + k % stride.min(5)).min(candidates.len() - 1)];
             out[i].fate = if k % 2 == 0 {
                 Fate::FailsForGood
             } else {
@@ -334,6 +336,13 @@ mod tests {
         }
         for fate in [Fate::Joins, Fate::FailsForGood, Fate::FailsThenJoins] {
             assert!(a.iter().any(|m| m.fate == fate), "{fate:?}");
+        }
+        let big = machines(&Knobs::default());
+        for pool in [Pool::Worker, Pool::Layered] {
+            assert!(
+                big.iter().any(|m| m.pool == pool && m.fate != Fate::Joins),
+                "no failure in {pool:?}"
+            );
         }
         assert_eq!(
             a.iter()

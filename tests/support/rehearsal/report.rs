@@ -6,6 +6,8 @@
 //!   `plotters`' SVG backend);
 //! - `timeline.csv`: the same series, one row per second;
 //! - `machines.csv`: one row per machine (what it asked, what it got, from which replica, when);
+//! - `api-writes.csv`: every write of every replica to the API (its fault proxy's log), and
+//!   `<replica>.log`: what each replica printed;
 //! - `fetch-times.md`: p50/p99/max fetch time per pool, and the verdicts.
 
 use std::collections::BTreeMap;
@@ -137,6 +139,21 @@ fn marks(facts: &Facts) -> Vec<(f64, String)> {
     push(m.layered_proof.map(|r| r.1), "image proof");
     push(m.brownout.map(|r| r.0), "brownout");
     push(m.brownout.map(|r| r.1), "brownout ends");
+    // The secure frontend's view of each replica (the plain one says the same).
+    for (at, change) in &m.balancer {
+        let Some((server, state)) = change
+            .strip_prefix("b0/r")
+            .and_then(|rest| rest.split_once(" is "))
+        else {
+            continue;
+        };
+        if let Ok(index) = server.parse::<usize>() {
+            out.push((
+                at.as_secs_f64(),
+                format!("balancer: {} {state}", replica_name(index)),
+            ));
+        }
+    }
     out
 }
 
@@ -156,6 +173,26 @@ pub fn write(facts: &Facts, verdicts: &[Verdict]) -> Result<Written, String> {
         std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
     };
     save(&written.csv, timeline_csv(facts, &series))?;
+    let mut writes = String::from("replica,second,kind,method,status,uri\n");
+    for replica in &facts.replicas {
+        save(
+            &dir.join(format!("{}.log", replica.name)),
+            replica.output.clone(),
+        )?;
+        for write in &replica.writes {
+            let _ = writeln!(
+                writes,
+                "{},{:.3},{:?},{},{},{}",
+                replica.name,
+                write.at.as_secs_f64(),
+                write.kind,
+                write.method,
+                write.status,
+                write.uri
+            );
+        }
+    }
+    save(&dir.join("api-writes.csv"), writes)?;
     save(&written.machines_csv, machines_csv(facts))?;
     let mut table = format!(
         "# Rehearsal: {} machines, {} replicas, {}\n\n{}\n## Verdicts\n\n",

@@ -696,19 +696,24 @@ fn write_budget(facts: &Facts) -> Verdict {
     let mut over = Vec::new();
     let mut rows = Vec::new();
     let mut totals: BTreeMap<WriteKind, usize> = BTreeMap::new();
-    let mut failed = 0;
+    let mut failed: BTreeMap<String, usize> = BTreeMap::new();
     for replica in &facts.replicas {
         let times = |kind: WriteKind| -> Vec<Duration> {
             replica
                 .writes
                 .iter()
-                .filter(|(_, k, _)| *k == kind)
-                .map(|(at, _, _)| *at)
+                .filter(|w| w.kind == kind)
+                .map(|w| w.at)
                 .collect()
         };
-        for (_, kind, status) in &replica.writes {
-            *totals.entry(*kind).or_default() += 1;
-            failed += usize::from(*status >= 400 && *status != 409);
+        for write in &replica.writes {
+            *totals.entry(write.kind).or_default() += 1;
+            // A 409 is the publisher's guard working (a changed object), not a failure.
+            if write.status >= 400 && write.status != 409 || write.status == 0 {
+                *failed
+                    .entry(format!("{:?} {}", write.kind, write.status))
+                    .or_default() += 1;
+            }
         }
         let records = busiest_window(&times(WriteKind::Records), Duration::from_secs(1));
         let mcns = busiest_window(&times(WriteKind::Mcn), Duration::from_secs(1));
@@ -734,12 +739,30 @@ fn write_budget(facts: &Facts) -> Verdict {
         "API writes within the publisher's budget",
         over.is_empty(),
         format!(
-            "busiest second (records/MCN writes) {} (budget {RECORDS_PER_SECOND}/{MCN_WRITES_PER_SECOND}); per joined node {:.2} MCN writes, {:.2} record writes; {} Events, {} Lease writes, {failed} writes failed{}",
+            "busiest second (records/MCN writes) {} (budget {RECORDS_PER_SECOND}/{MCN_WRITES_PER_SECOND}); per joined node {:.2} MCN writes, {:.2} record writes; {} Events, {} Lease writes; writes without success: {}{}",
             rows.join(", "),
             per_node(WriteKind::Mcn),
             per_node(WriteKind::Records),
             totals.get(&WriteKind::Event).copied().unwrap_or(0),
             totals.get(&WriteKind::Lease).copied().unwrap_or(0),
+            if failed.is_empty() {
+                "none".to_string()
+            } else {
+                failed
+                    .iter()
+                    .map(|(what, n)| {
+                        // Each leader's first MCN create names spec.configImage, which the
+                        // default CRD does not declare: the 400 tells it to leave it out.
+                        let why = if what == "Mcn 400" {
+                            " (the spec.configImage probe of each new leader)"
+                        } else {
+                            ""
+                        };
+                        format!("{n} {what}{why}")
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
             if over.is_empty() { String::new() } else { format!(" [{}]", list(&over)) }
         ),
     )
