@@ -438,3 +438,68 @@ fn an_https_original_needs_its_ca() {
         run.stderr
     );
 }
+
+const APISERVER_URL: &str = "https://api-int.example.com:6443";
+
+/// Cluster mode: this server started against the in-test API server holding the full-size
+/// fixture's pools and rendered configs, and compare reading the same cluster (its watch caches
+/// synced, then stopped): every pool, every spec, identical.
+#[test]
+fn in_a_cluster_against_this_server_every_answer_is_identical() {
+    let api = support::api_server::ApiServer::start(support::api_server::Options::default());
+    let full = support::fixtures::bootstrap_full();
+    for dir in ["machine-configs", "machine-pools"] {
+        if let Err(e) = api.load_yaml_dir(full.join(dir)) {
+            panic!("loading {dir}: {e}");
+        }
+    }
+    if let Err(e) = api.load_yaml_str(support::CONTROLLER_CONFIG) {
+        panic!("loading the ControllerConfig: {e}");
+    }
+    let tokens = tempfile::tempdir().expect("tempdir");
+    std::fs::write(tokens.path().join("token"), "compare-test-token-0123456789").unwrap();
+    std::fs::write(
+        tokens.path().join("ca.crt"),
+        "-----BEGIN CERTIFICATE-----\nTEST CA\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let server =
+        mcs::Server::start_cluster(api.kubeconfig_file(), APISERVER_URL, tokens.path(), &[]);
+    server.wait_every_pool_ready(Duration::from_secs(60));
+
+    let ca = mcs::repo().join("certs/ca.crt");
+    let output = Command::new(mcs::bin())
+        .arg("compare")
+        .arg("--kubeconfig")
+        .arg(api.kubeconfig_file())
+        .args(["--apiserver-url", APISERVER_URL])
+        .arg("--bootstrap-token-dir")
+        .arg(tokens.path())
+        .args(["--timeout-seconds", "30"])
+        .args([
+            "--against",
+            &format!("https://localhost:{}", server.secure.port()),
+        ])
+        .arg("--against-ca")
+        .arg(&ca)
+        .args(["--output", "json"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("compare runs");
+    let run = Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    };
+    run.assert_code(0);
+    let report = run.json();
+    assert_eq!(report["mode"], "cluster");
+    let verdicts = verdicts(&report);
+    let pools: std::collections::BTreeSet<&str> =
+        verdicts.keys().map(|(pool, _)| pool.as_str()).collect();
+    assert_eq!(
+        pools.into_iter().collect::<Vec<_>>(),
+        ["layered-worker", "master", "worker"]
+    );
+    assert!(verdicts.values().all(|v| v == "identical"), "{verdicts:?}");
+}

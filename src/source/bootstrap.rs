@@ -355,3 +355,43 @@ fn log_problems(snapshot: &Snapshot) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loaded(yaml: &str) -> (Loaded<MachineConfig>, Option<FileTypeMeta>) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("mc.yaml");
+        fs::write(&path, yaml).expect("written");
+        load_machine_config(&path)
+    }
+
+    #[test]
+    fn a_machine_config_file_keeps_the_kind_and_api_version_it_names() {
+        let (mc, type_meta) = loaded(
+            "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: m\nspec: {}\n",
+        );
+        assert_eq!(mc.unwrap().metadata.name.as_deref(), Some("m"));
+        assert_eq!(
+            type_meta,
+            Some(FileTypeMeta {
+                kind: "MachineConfig".into(),
+                api_version: "machineconfiguration.openshift.io/v1".into()
+            })
+        );
+        // None named: none written back; a number is its text, as ghodss/yaml hands it to Go.
+        let (_, type_meta) = loaded("apiVersion: 1\nmetadata:\n  name: m\nspec: {}\n");
+        assert_eq!(
+            type_meta,
+            Some(FileTypeMeta {
+                kind: String::new(),
+                api_version: "1".into()
+            })
+        );
+        // A file that does not load has none.
+        let (mc, type_meta) = loaded("spec: [");
+        assert!(mc.is_err());
+        assert_eq!(type_meta, None);
+    }
+}
