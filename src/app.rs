@@ -163,7 +163,7 @@ impl Settings {
                 source.rights = RightsSettings::from_env(|key| std::env::var(key).ok());
                 (tls, Mode::Cluster { source, publisher })
             }
-            Command::Explain(_) | Command::Version => return Ok(None),
+            Command::Explain(_) | Command::Compare(_) | Command::Version => return Ok(None),
         };
         Ok(Some(Settings {
             serving: Serving::from_flags(root, tls)?,
@@ -239,6 +239,15 @@ pub async fn run(cli: Cli) -> Result<(), RunError> {
             .map_err(UsageError::from)?;
         install_client_crypto(&policy)?;
         return crate::explain::run(flags).await;
+    }
+    if let Command::Compare(flags) = &cli.command {
+        // Its Kubernetes client (cluster mode) and its client to the original follow the TLS
+        // flags and FIPS mode too.
+        let policy = TlsPolicy::from_flags(&cli.root.tls_min_version, &cli.root.tls_cipher_suites)
+            .and_then(|policy| policy.with_crypto(&crypto))
+            .map_err(UsageError::from)?;
+        install_client_crypto(&policy)?;
+        return crate::compare::run(flags, policy.client_provider()).await;
     }
     let Some(settings) = Settings::from_cli(&cli, &crypto)? else {
         return Ok(());

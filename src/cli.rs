@@ -114,6 +114,9 @@ pub enum Command {
     Start(StartFlags),
     /// Print what the server would serve for a pool, and why, without serving anything.
     Explain(ExplainFlags),
+    /// Compare what this server would answer with what a running original answers, for every
+    /// pool and spec version, without serving anything.
+    Compare(CompareFlags),
     /// Print the version and exit.
     Version,
 }
@@ -151,23 +154,18 @@ pub struct StartFlags {
     pub mcn_max_writes_per_second: std::num::NonZeroU32,
 }
 
-/// `explain` flags: the source flags of `bootstrap` or `start`, plus what to explain.
+/// Where `explain` and `compare` read the served state from: the source flags of `bootstrap`
+/// or `start`, read once (nothing is served).
 ///
 /// Exactly one of `--server-basedir` (bootstrap mode), `--kubeconfig` or `--in-cluster`
-/// (cluster mode) chooses the source. The serving flags (ports, TLS, access) are ignored.
+/// (cluster mode) chooses the source.
 #[derive(Debug, Args)]
-#[command(
-    next_help_heading = "Explain options (of the options above, only --log-format, -v, --fips and the --tls-* options apply; the last two to its Kubernetes client)"
-)]
 #[command(group(
     clap::ArgGroup::new("source")
         .required(true)
         .args(["server_basedir", "kubeconfig", "in_cluster"])
 ))]
-pub struct ExplainFlags {
-    /// The pool to explain, as a node asks for it in `/config/POOL`.
-    #[arg(long)]
-    pub pool: String,
+pub struct SourceFlags {
     /// Bootstrap mode: the base directory `bootstrap --server-basedir` serves.
     #[arg(long, value_name = "DIR")]
     pub server_basedir: Option<PathBuf>,
@@ -206,6 +204,21 @@ pub struct ExplainFlags {
     /// Cluster mode: seconds to wait for every watch cache to sync before answering 503.
     #[arg(long, default_value_t = 30, conflicts_with = "server_basedir")]
     pub timeout_seconds: u64,
+}
+
+/// `explain` flags: the source flags of `bootstrap` or `start`, plus what to explain.
+///
+/// The serving flags (ports, TLS, access) are ignored.
+#[derive(Debug, Args)]
+#[command(
+    next_help_heading = "Explain options (of the options above, only --log-format, -v, --fips and the --tls-* options apply; the last two to its Kubernetes client)"
+)]
+pub struct ExplainFlags {
+    /// The pool to explain, as a node asks for it in `/config/POOL`.
+    #[arg(long)]
+    pub pool: String,
+    #[command(flatten)]
+    pub source: SourceFlags,
     /// The request's Accept header, negotiated exactly as the server does. Default: the
     /// header of a current Ignition (newest spec).
     #[arg(long, value_name = "HEADER", conflicts_with = "spec")]
@@ -215,16 +228,53 @@ pub struct ExplainFlags {
     #[arg(long, value_name = "VERSION")]
     pub spec: Option<String>,
     /// Report format.
-    #[arg(long, value_enum, default_value_t = ExplainOutput::Text)]
-    pub output: ExplainOutput,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub output: ReportFormat,
     /// Also write the exact bytes that would be served to FILE (only when they would be).
     #[arg(long, value_name = "FILE")]
     pub write_config: Option<PathBuf>,
 }
 
-/// `explain --output`.
+/// `compare` flags: the source flags of `explain`, the original to compare with, and which
+/// pools.
+///
+/// The serving flags (ports, TLS, access) are ignored; nothing is served.
+#[derive(Debug, Args)]
+#[command(
+    next_help_heading = "Compare options (of the options above, only --log-format, -v, --fips and the --tls-* options apply; the last two to its clients)"
+)]
+pub struct CompareFlags {
+    #[command(flatten)]
+    pub source: SourceFlags,
+    /// The running original to compare with: https://HOST:22623 (or http://HOST:22624).
+    #[arg(long, value_name = "URL")]
+    pub against: String,
+    /// CA certificates (PEM) to verify the original's serving certificate (required for
+    /// https).
+    #[arg(long, value_name = "FILE")]
+    pub against_ca: Option<PathBuf>,
+    /// The name to verify the original's certificate for, when it is not the URL's host (a
+    /// replica asked by its address, say).
+    #[arg(long, value_name = "NAME")]
+    pub against_server_name: Option<String>,
+    /// The local address to send the requests from (the client address the original sees),
+    /// e.g. one that is no node's. Default: the system's choice.
+    #[arg(long, value_name = "ADDRESS")]
+    pub client_address: Option<IpAddr>,
+    /// Compare only this pool (repeatable). Default: every pool the source knows.
+    #[arg(long, value_name = "POOL")]
+    pub pool: Vec<String>,
+    /// Seconds each request to the original may take.
+    #[arg(long, default_value_t = 30)]
+    pub request_timeout_seconds: u64,
+    /// Report format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub output: ReportFormat,
+}
+
+/// `--output` of `explain` and `compare`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ExplainOutput {
+pub enum ReportFormat {
     Text,
     Json,
 }
@@ -535,11 +585,11 @@ mod tests {
         };
         let cli = parse(&["--server-basedir", "d", "--bootstrap-certs", "a=b"]).unwrap();
         assert!(
-            matches!(cli.command, Command::Explain(ref e) if e.server_basedir.is_some() && e.bootstrap_certs.len() == 1)
+            matches!(cli.command, Command::Explain(ref e) if e.source.server_basedir.is_some() && e.source.bootstrap_certs.len() == 1)
         );
         let cli = parse(&["--kubeconfig", "k", "--apiserver-url", "https://a:6443"]).unwrap();
         assert!(
-            matches!(cli.command, Command::Explain(ref e) if e.kubeconfig.is_some() && e.output == ExplainOutput::Text)
+            matches!(cli.command, Command::Explain(ref e) if e.source.kubeconfig.is_some() && e.output == ReportFormat::Text)
         );
         assert!(parse(&["--in-cluster", "--output", "json"]).is_ok());
         for bad in [
@@ -551,6 +601,60 @@ mod tests {
             &["--server-basedir", "d", "--apiserver-url", "https://a"],
             &["--server-basedir", "d", "--bootstrap-token-dir", "t"],
             &["--server-basedir", "d", "--accept", "x", "--spec", "3.4.0"],
+        ] {
+            let error = parse(bad).expect_err(&format!("{bad:?} must be refused"));
+            assert!(error.use_stderr(), "{bad:?}: a usage error (exit 64)");
+        }
+    }
+
+    #[test]
+    fn compare_takes_a_source_and_the_original() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(["machine-config-server", "compare"].iter().chain(args))
+        };
+        let cli = parse(&[
+            "--server-basedir",
+            "d",
+            "--against",
+            "https://api-int.example:22623",
+            "--against-ca",
+            "ca.crt",
+            "--client-address",
+            "10.0.0.9",
+            "--pool",
+            "master",
+            "--pool",
+            "arbiter",
+            "--output",
+            "json",
+        ])
+        .unwrap();
+        let Command::Compare(flags) = cli.command else {
+            panic!("compare")
+        };
+        assert_eq!(flags.pool, ["master", "arbiter"]);
+        assert_eq!(flags.output, ReportFormat::Json);
+        assert_eq!(flags.client_address, Some([10, 0, 0, 9].into()));
+        assert!(parse(&["--in-cluster", "--against", "https://h:22623"]).is_ok());
+        for bad in [
+            &["--server-basedir", "d"][..],
+            &["--against", "https://h:22623"],
+            &[
+                "--server-basedir",
+                "d",
+                "--kubeconfig",
+                "k",
+                "--against",
+                "x",
+            ],
+            &[
+                "--server-basedir",
+                "d",
+                "--against",
+                "x",
+                "--client-address",
+                "h",
+            ],
         ] {
             let error = parse(bad).expect_err(&format!("{bad:?} must be refused"));
             assert!(error.use_stderr(), "{bad:?}: a usage error (exit 64)");

@@ -5,7 +5,8 @@
 //! (`tests/module_graph.rs` fails on an upward import or an import cycle between files):
 //!
 //! 1. [`app`]: start-up and shutdown wiring, one entry for `main` and the tests.
-//! 2. [`explain`]: the `explain` subcommand: what would be served for a pool, and why.
+//! 2. [`explain`], [`compare`]: the `explain` subcommand (what would be served for a pool, and
+//!    why) and the `compare` subcommand (this server's answers against a running original's).
 //! 3. [`cli`]: the command line and its validation into settings.
 //! 4. [`events`], [`mcn`]: the cluster-mode tasks: Kubernetes Events of the lease holder, and
 //!    the MachineConfigNode publisher with the served records the replicas share.
@@ -30,6 +31,7 @@ pub mod app;
 pub mod cache;
 pub mod cli;
 pub mod clock;
+pub mod compare;
 pub mod crypto;
 pub mod events;
 pub mod explain;

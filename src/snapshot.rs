@@ -126,6 +126,15 @@ pub enum LoadError {
     Invalid { what: String, reason: String },
 }
 
+/// The `kind` and `apiVersion` a bootstrap file names (each empty when the file has none), as
+/// the original's `ghodss/yaml` reads them into `metav1.TypeMeta`: a number or boolean is
+/// taken as its text.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileTypeMeta {
+    pub kind: String,
+    pub api_version: String,
+}
+
 /// One loaded input: the object or why it could not be loaded.
 pub type Loaded<T> = Result<Arc<T>, LoadError>;
 
@@ -146,6 +155,10 @@ pub struct Snapshot {
     pub pools: BTreeMap<String, Loaded<MachineConfigPool>>,
     /// Rendered MachineConfigs by name (those referenced by a pool, in bootstrap mode).
     pub machine_configs: BTreeMap<String, Loaded<MachineConfig>>,
+    /// Bootstrap mode: the `kind` and `apiVersion` each MachineConfig's file names, by
+    /// MachineConfig name (the original writes them back into the MachineConfig files it
+    /// serves). Empty in cluster mode: an object from a watch has none.
+    pub file_type_meta: BTreeMap<String, FileTypeMeta>,
     /// The `machine-config-controller` ControllerConfig (its CA bundles are served).
     pub controller_config: Option<Loaded<ControllerConfig>>,
     /// The kubeconfig written to `/etc/kubernetes/kubeconfig` on the node.
@@ -168,6 +181,7 @@ impl Snapshot {
             mode,
             pools: BTreeMap::new(),
             machine_configs: BTreeMap::new(),
+            file_type_meta: BTreeMap::new(),
             controller_config: None,
             kubeconfig: Arc::from(Vec::new()),
             registry_certs: Vec::new(),

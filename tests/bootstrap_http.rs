@@ -277,28 +277,27 @@ fn served_config_carries_the_appended_files_in_the_original_order() {
     }
 }
 
+/// As the original's bootstrap server: the encapsulated MachineConfig carries an empty config
+/// of spec 3.5, its newest, whatever was asked (issue 40).
 #[test]
-fn encapsulated_config_is_in_the_requested_spec() {
+fn encapsulated_config_is_spec_3_5_whatever_was_asked() {
     let server = example();
-    let response = server.http(
-        "GET",
-        "/config/master",
-        &[(
-            "Accept",
-            "application/vnd.coreos.ignition+json;version=3.2.0",
-        )],
-    );
-    let files = served_files(&response.json());
-    let encapsulated = &files
-        .iter()
-        .find(|(p, _)| p == "/etc/ignition-machine-config-encapsulated.json")
-        .unwrap()
-        .1;
-    let encapsulated: serde_json::Value = serde_json::from_slice(encapsulated).unwrap();
-    assert_eq!(
-        encapsulated["spec"]["config"],
-        serde_json::json!({"ignition": {"version": "3.2.0"}})
-    );
+    for asked in ["3.2.0", "2.2.0", "3.5.0"] {
+        let accept = format!("application/vnd.coreos.ignition+json;version={asked}");
+        let response = server.http("GET", "/config/master", &[("Accept", accept.as_str())]);
+        let files = served_files(&response.json());
+        let encapsulated = &files
+            .iter()
+            .find(|(p, _)| p == "/etc/ignition-machine-config-encapsulated.json")
+            .unwrap()
+            .1;
+        let encapsulated: serde_json::Value = serde_json::from_slice(encapsulated).unwrap();
+        assert_eq!(
+            encapsulated["spec"]["config"],
+            serde_json::json!({"ignition": {"version": "3.5.0"}}),
+            "asked for {asked}"
+        );
+    }
 }
 
 #[test]

@@ -23,6 +23,13 @@
 //!   `>` and `&` (`ignition::go_order`, `ignition::gojson`). The translations are not
 //!   re-recorded: their digests are of the translated value as `serde_json` writes it, still
 //!   those recorded at bc2c1e5, and each served form is checked to be that same value.
+//! - the bootstrap-mode answers (`render ... bootstrap ...`) and the spec-2.2 seed's
+//!   translations (`seed v22.json ...`), issue 40: bootstrap mode writes its MachineConfig
+//!   files as the original writes an object read from a YAML file (Go's member order, `kind`
+//!   and `apiVersion` kept, `spec.config`'s keys sorted, `clarketm/json`'s escaping) and
+//!   encapsulates spec 3.5 whatever was asked; a spec-2 config is de-duplicated as the original
+//!   de-duplicates it (files and units listed in reverse, one entry per path). Each change makes
+//!   the answers the original's bytes (measured against a build of 7ff337a4f).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -670,22 +670,37 @@ fn vector_29_last_definition_of_a_path_wins() {
 }
 
 #[test]
-fn deviation_v2_dedupe_keeps_original_order() {
-    // The original reverses the list: /etc/a would come first.
+fn vector_v2_dedupe_reverses_the_order_as_the_original() {
+    // The original walks the files last to first and keeps the first seen of each path: the
+    // last definition wins and the list comes out reversed (issue 40: no machine needs the
+    // input's order, so the original's bytes are served).
     let c = parse(v22(json!({"storage": {"files": [
         root_file("/etc/b", "data:,b"),
         root_file("/etc/a", "data:,first"),
         root_file("/etc/a", "data:,second")]}})));
     let files = out(&c, V::V3_5)["storage"]["files"].clone();
-    assert_eq!(files[0]["path"], "/etc/b");
-    assert_eq!(files[1]["path"], "/etc/a");
-    assert_eq!(files[1]["contents"]["source"], "data:,second");
+    assert_eq!(files[0]["path"], "/etc/a");
+    assert_eq!(files[0]["contents"]["source"], "data:,second");
+    assert_eq!(files[1]["path"], "/etc/b");
     assert_eq!(files.as_array().unwrap().len(), 2);
+    // Units too: the last definition wins, earlier ones give it their drop-ins.
+    let unit = |name: &str, contents: &str, dropin: &str| json!({"name": name, "contents": contents, "dropins": [{"name": dropin, "contents": "x"}]});
+    let c = parse(v22(json!({"systemd": {"units": [
+        unit("a.service", "first", "1.conf"),
+        unit("b.service", "b", "b.conf"),
+        unit("a.service", "second", "2.conf")]}})));
+    let units = out(&c, V::V3_5)["systemd"]["units"].clone();
+    assert_eq!(units[0]["name"], "a.service");
+    assert_eq!(units[0]["contents"], "second");
+    assert_eq!(units[0]["dropins"][0]["name"], "2.conf");
+    assert_eq!(units[0]["dropins"][1]["name"], "1.conf");
+    assert_eq!(units[1]["name"], "b.service");
 }
 
 #[test]
-fn deviation_v2_dedupe_keeps_every_append() {
-    // Vector 30: the original keeps only the last entry (append c, overwrite false).
+fn vector_30_v2_dedupe_keeps_the_last_entry_of_a_path_append_or_not() {
+    // The original keeps only the last entry (append c, overwrite false); the MCO allows no
+    // appends (its daemon refuses a config with one), so no machine is served better by more.
     let append = |source: &str| {
         let mut f = root_file("/etc/x", source);
         f["append"] = json!(true);
@@ -695,9 +710,8 @@ fn deviation_v2_dedupe_keeps_every_append() {
         root_file("/etc/x", "data:,a"), append("data:,b"), append("data:,c")]}})));
     assert_eq!(
         out(&c, V::V3_5)["storage"]["files"],
-        json!([{"path": "/etc/x", "overwrite": true, "mode": 420,
-                "contents": {"source": "data:,a"},
-                "append": [{"source": "data:,b"}, {"source": "data:,c"}]}])
+        json!([{"path": "/etc/x", "overwrite": false, "mode": 420,
+                "append": [{"source": "data:,c"}]}])
     );
 }
 
@@ -786,10 +800,11 @@ fn vector_36_paths_are_joined_and_cleaned() {
     let c = parse(v22(json!({"storage": {"files": [
         root_file("/etc//x/../y/", "data:,y"),
         {"filesystem": "data", "path": "/x", "contents": {"source": "data:,x"}, "mode": 420}]}})));
+    // The de-duplication lists them in reverse, as the original does.
     let files = out(&c, V::V3_5)["storage"]["files"].clone();
-    assert_eq!(files[0]["path"], "/etc/y");
-    assert_eq!(files[0]["overwrite"], true);
-    assert_eq!(files[1]["path"], "/x");
+    assert_eq!(files[1]["path"], "/etc/y");
+    assert_eq!(files[1]["overwrite"], true);
+    assert_eq!(files[0]["path"], "/x");
 }
 
 #[test]
@@ -800,9 +815,10 @@ fn vector_37_append_and_empty_source() {
         {"filesystem": "root", "path": "/b", "contents": {"source": ""}}]}})));
     assert_eq!(
         out(&c, V::V3_5)["storage"]["files"],
+        // In reverse, as the original's de-duplication lists them.
         json!([
-            {"path": "/a", "overwrite": false, "append": [{"source": "data:,c"}]},
-            {"path": "/b", "overwrite": true, "contents": {"source": ""}}
+            {"path": "/b", "overwrite": true, "contents": {"source": ""}},
+            {"path": "/a", "overwrite": false, "append": [{"source": "data:,c"}]}
         ])
     );
 }

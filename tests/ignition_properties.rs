@@ -400,7 +400,16 @@ fn assert_round_trip(config_json: &Value, older: SpecVersion) -> Result<(), Test
     let back = parse_config(Some(&down))
         .map_err(|e| TestCaseError::fail(format!("parse {older} output: {e}\n{down}")))?;
     let original = to_value_as(&config, SpecVersion::V3_5).expect("3.5 output");
-    let again = to_value_as(&back, SpecVersion::V3_5).expect("3.5 output again");
+    let mut again = to_value_as(&back, SpecVersion::V3_5).expect("3.5 output again");
+    if older == SpecVersion::V2_2 {
+        // Read back as the original reads a spec-2 config: de-duplicated, files and units in
+        // reverse (docs/ignition-translation.md §5.1).
+        for list in ["/storage/files", "/systemd/units"] {
+            if let Some(items) = again.pointer_mut(list).and_then(Value::as_array_mut) {
+                items.reverse();
+            }
+        }
+    }
     prop_assert_eq!(
         original,
         again,
@@ -410,12 +419,36 @@ fn assert_round_trip(config_json: &Value, older: SpecVersion) -> Result<(), Test
     Ok(())
 }
 
+/// `config` without `append` entries (a file without contents takes its first append's as
+/// contents): reading a 2.2 config back keeps one entry per path, as the original does, and
+/// the MCO allows no appends.
+fn without_appends(config: &Value) -> Value {
+    let mut config = config.clone();
+    if let Some(files) = config
+        .pointer_mut("/storage/files")
+        .and_then(Value::as_array_mut)
+    {
+        for file in files {
+            let Some(Value::Array(appends)) = file.as_object_mut().and_then(|f| f.remove("append"))
+            else {
+                continue;
+            };
+            if file.get("contents").is_none() {
+                if let Some(first) = appends.first() {
+                    file["contents"] = first.clone();
+                }
+            }
+        }
+    }
+    config
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
     fn common_fields_survive_2_2(config in common_config()) {
-        assert_round_trip(&config, SpecVersion::V2_2)?;
+        assert_round_trip(&without_appends(&config), SpecVersion::V2_2)?;
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::cli::{self, ExplainFlags, RunError, UsageError};
+use crate::cli::{self, RunError, SourceFlags, UsageError};
 use crate::server::tls::TlsPolicy;
 use crate::source::bootstrap::{self, BootstrapSettings};
 
@@ -12,7 +12,7 @@ use super::Loaded;
 /// The bootstrap directory read once, after the checks `bootstrap` makes before it starts.
 pub(super) async fn load_bootstrap(
     base_dir: &Path,
-    flags: &ExplainFlags,
+    flags: &SourceFlags,
 ) -> Result<Loaded, RunError> {
     cli::require_dir("--server-basedir", base_dir)?;
     cli::require_file("--bootstrap-kubeconfig", &flags.bootstrap_kubeconfig)?;

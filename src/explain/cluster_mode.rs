@@ -5,14 +5,18 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::cli::{ExplainFlags, PathProblem, RunError, UsageError};
+use crate::cli::{PathProblem, RunError, SourceFlags, UsageError};
 use crate::source::cluster::{self, ClusterObserver, ClusterSettings};
 
 use super::Loaded;
 
-/// The cluster source started until every cache has synced (or `--timeout-seconds`), then
-/// stopped. Nothing is written to the cluster.
-pub(super) async fn load_cluster(flags: &ExplainFlags) -> Result<Loaded, RunError> {
+/// The cluster source started until every cache has synced and the caches of `pools` (every
+/// pool when empty) too (or `--timeout-seconds`), then stopped. Nothing is written to the
+/// cluster.
+pub(super) async fn load_cluster(
+    flags: &SourceFlags,
+    pools: &[String],
+) -> Result<Loaded, RunError> {
     if flags.apiserver_url.is_empty() {
         return Err(UsageError::Missing {
             flag: "--apiserver-url",
@@ -61,16 +65,29 @@ pub(super) async fn load_cluster(flags: &ExplainFlags) -> Result<Loaded, RunErro
         let mut grants = source.rights.subscribe();
         let _ = tokio::time::timeout_at(deadline, grants.wait_for(|g| g.is_known())).await;
         let mut snapshots = source.snapshots.clone();
-        let pool = flags.pool.clone();
         let synced = tokio::time::timeout_at(
             deadline,
-            snapshots.wait_for(|s| crate::render::waiting_for(s, &pool).is_empty()),
+            snapshots.wait_for(|s| {
+                let every_pool: Vec<&String> = s.pools.keys().collect();
+                let names: Vec<&String> = if pools.is_empty() {
+                    every_pool
+                } else {
+                    pools.iter().collect()
+                };
+                names
+                    .into_iter()
+                    .all(|pool| crate::render::waiting_for(s, pool).is_empty())
+            }),
         )
         .await;
         if !matches!(synced, Ok(Ok(_))) {
+            let which = if pools.is_empty() {
+                "every pool".to_string()
+            } else {
+                format!("pool {}", pools.join(", pool "))
+            };
             notes.push(format!(
-                "the caches pool {} reads had not all synced within {} s (--timeout-seconds)",
-                flags.pool,
+                "the caches {which} reads had not all synced within {} s (--timeout-seconds)",
                 timeout.as_secs()
             ));
         }

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use http::StatusCode;
 
-use crate::cli::{ExplainFlags, ExplainOutput, RunError, UsageError};
+use crate::cli::{ExplainFlags, ReportFormat, RunError, SourceFlags, UsageError};
 use crate::ignition::SpecVersion;
 use crate::server::pool_path;
 use crate::snapshot::Snapshot;
@@ -75,10 +75,7 @@ pub async fn run(flags: &ExplainFlags) -> Result<(), RunError> {
         (Some(accept), None) => SpecRequest::Accept(accept.clone()),
         (None, None) => SpecRequest::default_accept(),
     };
-    let loaded = match &flags.server_basedir {
-        Some(base_dir) => bootstrap_mode::load_bootstrap(base_dir, flags).await?,
-        None => cluster_mode::load_cluster(flags).await?,
-    };
+    let loaded = load(&flags.source, std::slice::from_ref(&flags.pool)).await?;
     let Explained {
         mut explanation,
         body,
@@ -112,8 +109,8 @@ pub async fn run(flags: &ExplainFlags) -> Result<(), RunError> {
         }
     }
     let report = match flags.output {
-        ExplainOutput::Text => format_text(&explanation),
-        ExplainOutput::Json => {
+        ReportFormat::Text => format_text(&explanation),
+        ReportFormat::Json => {
             let mut json = serde_json::to_string_pretty(&explanation)
                 .map_err(|e| anyhow::anyhow!("cannot serialize the report: {e}"))?;
             json.push('\n');
@@ -142,12 +139,25 @@ fn print_report(report: &str) -> Result<(), RunError> {
         .map_err(|e| RunError::Other(anyhow::anyhow!("cannot print the report: {e}")))
 }
 
+/// The snapshot of the source `flags` name, read once: the bootstrap directory, or the cluster
+/// source started until its caches and those of `pools` (every pool when empty) have synced or
+/// `--timeout-seconds` passed, then stopped. Nothing is served or written. (`compare` reads its
+/// snapshot the same way.)
+pub(crate) async fn load(flags: &SourceFlags, pools: &[String]) -> Result<Loaded, RunError> {
+    match &flags.server_basedir {
+        Some(base_dir) => bootstrap_mode::load_bootstrap(base_dir, flags).await,
+        None => cluster_mode::load_cluster(flags, pools).await,
+    }
+}
+
 /// A snapshot to explain, and what is known about how it was obtained.
-struct Loaded {
-    snapshot: Arc<Snapshot>,
-    ready: bool,
-    source: String,
-    notes: Vec<String>,
+pub(crate) struct Loaded {
+    pub(crate) snapshot: Arc<Snapshot>,
+    /// The source was ready (always in bootstrap mode).
+    pub(crate) ready: bool,
+    /// Where the snapshot came from, in words.
+    pub(crate) source: String,
+    pub(crate) notes: Vec<String>,
     /// Cluster mode: each feature beyond the original, on or off and why.
-    features: Option<Vec<FeatureReport>>,
+    pub(crate) features: Option<Vec<FeatureReport>>,
 }

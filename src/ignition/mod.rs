@@ -20,8 +20,8 @@
 //! 3.0 is served (a 3.1→3.0 hop); an enabled LUKS `cex` fails 3.5→3.4 instead of vanishing;
 //! Tang `advertisement` survives between 3.4 and 3.5; in 2.2 output sourceless files are
 //! empty `data:,` files, partition deletion is refused, and filesystems own whole path
-//! components (a filesystem at `/` is `root`); 2.x de-duplication keeps the original order
-//! and every `append`. Spec 3.6 (docs/ignition-3.6.md) follows the MCO of PR #6236 for
+//! components (a filesystem at `/` is `root`). The 2.x de-duplication is the original's (order
+//! reversed, one entry per path). Spec 3.6 (docs/ignition-3.6.md) follows the MCO of PR #6236 for
 //! rendered configs of spec 3.6 only; configs of 3.5 and older answer exactly as before.
 
 pub mod accept;

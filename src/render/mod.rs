@@ -193,10 +193,11 @@ pub fn render(
         node_annotations(&name, node_image.as_deref()).as_bytes(),
     );
     append_file(&mut config, KUBECONFIG_PATH, &snapshot.kubeconfig);
+    let origin = origin(snapshot, &name);
     append_file(
         &mut config,
         MACHINE_CONFIG_CONTENT_PATH,
-        &machine_config_content(snapshot.mode, &machine_config, &name)?,
+        &go_marshal::marshal_indent(&machine_config, origin),
     );
     for (registry, cert) in &snapshot.registry_certs {
         let cert = cert
@@ -211,7 +212,12 @@ pub fn render(
     append_file(
         &mut config,
         ENCAPSULATED_PATH,
-        &encapsulated_machine_config(snapshot.mode, &machine_config, &name, version)?,
+        &encapsulated_machine_config(
+            &machine_config,
+            &name,
+            origin,
+            encapsulated_version(snapshot.mode, &machine_config, version),
+        )?,
     );
 
     let body =
@@ -430,13 +436,51 @@ pub fn node_annotations(rendered_config: &str, image: Option<&str>) -> String {
     serde_json::to_string(&values).unwrap_or_default()
 }
 
-/// The MachineConfig with `spec.config` replaced by an empty config of the requested version.
-/// (The original's bootstrap mode always encapsulates 3.5; we encapsulate the requested version in
-/// both modes, as its cluster mode does.)
-fn encapsulated_machine_config(
+/// How the original's MachineConfig object came to be, which decides how it writes it into
+/// the files it serves ([`go_marshal`]): from its informers in cluster mode, from the pool's
+/// MachineConfig file (with the `kind` and `apiVersion` that file names) in bootstrap mode.
+fn origin<'s>(snapshot: &'s Snapshot, name: &str) -> Origin<'s> {
+    match snapshot.mode {
+        Mode::Cluster => Origin::Informer,
+        Mode::Bootstrap => {
+            let type_meta = snapshot.file_type_meta.get(name);
+            Origin::File {
+                kind: type_meta.map_or("", |t| t.kind.as_str()),
+                api_version: type_meta.map_or("", |t| t.api_version.as_str()),
+            }
+        }
+    }
+}
+
+/// The spec of the empty config in the encapsulated MachineConfig, for an answer served in
+/// `served`:
+///
+/// - cluster mode: the served spec, as the original converts it to the requested version
+///   (`appendEncapsulated` with the request's version: old boot images ran a daemon of their
+///   own that reads only its own spec);
+/// - bootstrap mode: 3.5, the original's newest, whatever was asked (its bootstrap server
+///   passes no version to `appendEncapsulated`; the nodes it serves boot the installer's own
+///   boot image, whose daemon reads 3.5). From a rendered config of spec 3.6, which only an
+///   MCO with PR #6236 renders, 3.6: what that MCO's server encapsulates.
+pub fn encapsulated_version(
     mode: Mode,
     machine_config: &MachineConfig,
+    served: SpecVersion,
+) -> SpecVersion {
+    match mode {
+        Mode::Cluster => served,
+        Mode::Bootstrap => {
+            ignition::rendered_spec(ignition::version_text(machine_config.spec.config.as_ref()))
+        }
+    }
+}
+
+/// `appendEncapsulated`: the MachineConfig with `spec.config` replaced by an empty config of
+/// spec `version`, compact (`json.Marshal(mc)`).
+fn encapsulated_machine_config(
+    machine_config: &MachineConfig,
     name: &str,
+    origin: Origin<'_>,
     version: SpecVersion,
 ) -> Result<Vec<u8>, RenderError> {
     let empty = ignition::to_value_as(&ignition::empty_config(), version).map_err(|source| {
@@ -447,35 +491,7 @@ fn encapsulated_machine_config(
     })?;
     let mut encapsulated = machine_config.clone();
     encapsulated.spec.config = Some(empty);
-    match mode {
-        Mode::Cluster => Ok(go_marshal::marshal(&encapsulated, Origin::Informer)),
-        Mode::Bootstrap => serde_json::to_vec(&encapsulated)
-            .map_err(|e| RenderError::InvalidInput(format!("machine config {name:?}: {e}"))),
-    }
-}
-
-/// The MachineConfig content file: `json.MarshalIndent(mc, "", "    ")`.
-fn machine_config_content(
-    mode: Mode,
-    machine_config: &MachineConfig,
-    name: &str,
-) -> Result<Vec<u8>, RenderError> {
-    match mode {
-        Mode::Cluster => Ok(go_marshal::marshal_indent(machine_config, Origin::Informer)),
-        Mode::Bootstrap => to_json_indented(machine_config, name),
-    }
-}
-
-/// `json.MarshalIndent(mc, "", "    ")`, with serde's field order.
-fn to_json_indented(machine_config: &MachineConfig, name: &str) -> Result<Vec<u8>, RenderError> {
-    use serde::Serialize as _;
-    let mut out = Vec::new();
-    let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
-    let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
-    machine_config
-        .serialize(&mut serializer)
-        .map_err(|e| RenderError::InvalidInput(format!("machine config {name:?}: {e}")))?;
-    Ok(out)
+    Ok(go_marshal::marshal(&encapsulated, origin))
 }
 
 #[cfg(test)]

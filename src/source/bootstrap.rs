@@ -21,7 +21,7 @@ use tokio::sync::watch;
 
 use crate::api::{ControllerConfig, MachineConfig, MachineConfigPool};
 use crate::render::BOOTSTRAP_POOLS;
-use crate::snapshot::{LoadError, Loaded, LoadedBytes, Mode, Snapshot};
+use crate::snapshot::{FileTypeMeta, LoadError, Loaded, LoadedBytes, Mode, Snapshot};
 
 /// How often the base directory is checked for changes.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
@@ -204,7 +204,13 @@ fn load(
         if let Ok(pool_object) = &loaded {
             let name = configuration_name(pool_object).to_string();
             let machine_config = match machine_config_path(base, &name) {
-                Some(path) => load_yaml::<MachineConfig>(&path),
+                Some(path) => {
+                    let (machine_config, type_meta) = load_machine_config(&path);
+                    if let Some(type_meta) = type_meta {
+                        snapshot.file_type_meta.insert(name.clone(), type_meta);
+                    }
+                    machine_config
+                }
                 None => Err(LoadError::Invalid {
                     what: format!("machine pool {pool:?}"),
                     reason: format!(
@@ -231,6 +237,58 @@ fn load(
         .map(|(name, file)| (name.clone(), load_bytes(&base.join(file))))
         .collect();
     (fingerprint, snapshot)
+}
+
+/// A MachineConfig file, and the `kind` and `apiVersion` it names when it loads.
+fn load_machine_config(path: &Path) -> (Loaded<MachineConfig>, Option<FileTypeMeta>) {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) => return (Err(io_error(path, e)), None),
+    };
+    match serde_yaml::from_slice::<MachineConfig>(&bytes) {
+        Ok(machine_config) => {
+            let type_meta = serde_yaml::from_slice::<TypeMetaFields>(&bytes)
+                .map(TypeMetaFields::into_type_meta)
+                .unwrap_or_default();
+            (Ok(Arc::new(machine_config)), Some(type_meta))
+        }
+        Err(e) => (
+            Err(LoadError::Invalid {
+                what: format!("file {}", path.display()),
+                reason: e.to_string(),
+            }),
+            None,
+        ),
+    }
+}
+
+/// The TypeMeta members of a file; everything else is skipped.
+#[derive(serde::Deserialize)]
+struct TypeMetaFields {
+    #[serde(default)]
+    kind: Option<serde_yaml::Value>,
+    #[serde(rename = "apiVersion", default)]
+    api_version: Option<serde_yaml::Value>,
+}
+
+impl TypeMetaFields {
+    fn into_type_meta(self) -> FileTypeMeta {
+        FileTypeMeta {
+            kind: scalar_text(self.kind),
+            api_version: scalar_text(self.api_version),
+        }
+    }
+}
+
+/// A scalar as `ghodss/yaml` hands it to a Go string field: strings as they are, numbers and
+/// booleans as their text; anything else (null, a list, a map) as nothing.
+fn scalar_text(value: Option<serde_yaml::Value>) -> String {
+    match value {
+        Some(serde_yaml::Value::String(text)) => text,
+        Some(serde_yaml::Value::Number(number)) => number.to_string(),
+        Some(serde_yaml::Value::Bool(flag)) => flag.to_string(),
+        _ => String::new(),
+    }
 }
 
 fn load_bytes(path: &Path) -> LoadedBytes {
@@ -295,5 +353,45 @@ fn log_problems(snapshot: &Snapshot) {
             LoadError::NotFound(_) => tracing::warn!(%input, %error, "bootstrap input missing"),
             LoadError::Invalid { .. } => tracing::error!(%input, %error, "bootstrap input invalid"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loaded(yaml: &str) -> (Loaded<MachineConfig>, Option<FileTypeMeta>) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("mc.yaml");
+        fs::write(&path, yaml).expect("written");
+        load_machine_config(&path)
+    }
+
+    #[test]
+    fn a_machine_config_file_keeps_the_kind_and_api_version_it_names() {
+        let (mc, type_meta) = loaded(
+            "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: m\nspec: {}\n",
+        );
+        assert_eq!(mc.unwrap().metadata.name.as_deref(), Some("m"));
+        assert_eq!(
+            type_meta,
+            Some(FileTypeMeta {
+                kind: "MachineConfig".into(),
+                api_version: "machineconfiguration.openshift.io/v1".into()
+            })
+        );
+        // None named: none written back; a number is its text, as ghodss/yaml hands it to Go.
+        let (_, type_meta) = loaded("apiVersion: 1\nmetadata:\n  name: m\nspec: {}\n");
+        assert_eq!(
+            type_meta,
+            Some(FileTypeMeta {
+                kind: String::new(),
+                api_version: "1".into()
+            })
+        );
+        // A file that does not load has none.
+        let (mc, type_meta) = loaded("spec: [");
+        assert!(mc.is_err());
+        assert_eq!(type_meta, None);
     }
 }

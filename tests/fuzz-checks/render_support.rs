@@ -9,8 +9,9 @@
 //! re-parses and validates, and (3.x) translating the re-parsed config gives the same document;
 //! it carries each appended node file once, with the right contents: the kubeconfig, the node
 //! annotations naming the MachineConfig, the MachineConfig itself (re-decoded to the same value),
-//! the encapsulated MachineConfig with an empty config of the requested spec, and the
-//! ControllerConfig's CA bundles.
+//! the encapsulated MachineConfig with an empty config of the spec bootstrap mode encapsulates
+//! (`render::encapsulated_version`: 3.5, or 3.6 from a 3.6 config), and the ControllerConfig's
+//! CA bundles.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -221,8 +222,8 @@ fn check_node_files(
             .as_ref()
             .and_then(|c| c.pointer("/ignition/version"))
             .and_then(Value::as_str),
-        Some(version.as_str()),
-        "the encapsulated config is an empty config of the requested spec"
+        Some(render::encapsulated_version(snapshot.mode, machine_config, version).as_str()),
+        "the encapsulated config is an empty config of the spec bootstrap mode encapsulates"
     );
     let mut expected_encapsulated = expected;
     expected_encapsulated.spec.config = encapsulated.spec.config.clone();

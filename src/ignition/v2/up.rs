@@ -4,10 +4,8 @@
 //! filesystem map `{"root": "/"}`, validation of the 3.0 result, and the lossless 3.x
 //! up-hops.
 //!
-//! Deliberate deviation (spec doc section 12): de-duplication keeps the original order of
-//! files and units (the last definition of a path or name wins, in its first position) and
-//! keeps every `append` of a file, where the original reverses the order and keeps only the
-//! last entry of each path.
+//! The de-duplication is the original's, order and all ([`dedupe`]): a config it lists in
+//! reverse is served in reverse, in every spec.
 
 use std::collections::HashMap;
 
@@ -20,8 +18,8 @@ use crate::ignition::validate::validate;
 use crate::ignition::version::SpecVersion;
 use crate::ignition::Config;
 
-/// The files of one path after de-duplication: the winning full definition (if any) and every
-/// `append` entry in order.
+/// The entry one path keeps after de-duplication: a full definition (`base`), or an `append`
+/// entry (the only one in `appends`).
 #[derive(Debug, Clone)]
 pub(crate) struct FileGroup {
     pub base: Option<v2::File>,
@@ -43,50 +41,52 @@ pub(crate) struct Deduped {
     pub files: Vec<FileGroup>,
 }
 
-/// The MachineConfig de-duplication of files, units and users (order-keeping variant).
+/// The MachineConfig de-duplication of files, units and users, as the original's
+/// `removeIgnDuplicateFilesUnitsUsers`: files and units are walked last to first and the first
+/// seen of each path or name is kept, so the output lists them in reverse and the last
+/// definition wins; an earlier unit of the same name gives the winner its drop-ins (walking
+/// back, unless the name is already there); `append` entries are entries like any other (the
+/// MCO allows no appends: its daemon refuses a config with one).
 pub(crate) fn dedupe(mut config: v2::Config) -> Result<Deduped, ParseError> {
-    let mut files: Vec<FileGroup> = Vec::new();
-    let mut by_path: HashMap<String, usize> = HashMap::new();
-    for file in std::mem::take(&mut config.storage.files) {
-        let index = *by_path.entry(file.path.clone()).or_insert_with(|| {
-            files.push(FileGroup {
-                base: None,
-                appends: Vec::new(),
-            });
-            files.len() - 1
-        });
-        if file.append {
-            files[index].appends.push(file);
-        } else {
-            files[index].base = Some(file);
-        }
-    }
-
-    let mut unit_groups: Vec<Vec<v2::Unit>> = Vec::new();
-    let mut by_name: HashMap<String, usize> = HashMap::new();
-    for unit in std::mem::take(&mut config.systemd.units) {
-        let index = *by_name.entry(unit.name.clone()).or_insert_with(|| {
-            unit_groups.push(Vec::new());
-            unit_groups.len() - 1
-        });
-        unit_groups[index].push(unit);
-    }
-    config.systemd.units = unit_groups
+    let mut seen_paths = std::collections::HashSet::new();
+    let files: Vec<FileGroup> = std::mem::take(&mut config.storage.files)
         .into_iter()
-        .filter_map(|mut definitions| {
-            let mut winner = definitions.pop()?;
-            // Earlier definitions contribute their drop-ins, latest first, unless the name
-            // is already there.
-            for earlier in definitions.iter().rev() {
-                for dropin in &earlier.dropins {
+        .rev()
+        .filter(|file| seen_paths.insert(file.path.clone()))
+        .map(|file| {
+            if file.append {
+                FileGroup {
+                    base: None,
+                    appends: vec![file],
+                }
+            } else {
+                FileGroup {
+                    base: Some(file),
+                    appends: Vec::new(),
+                }
+            }
+        })
+        .collect();
+
+    let mut units: Vec<v2::Unit> = Vec::new();
+    let mut by_name: HashMap<String, usize> = HashMap::new();
+    for unit in std::mem::take(&mut config.systemd.units).into_iter().rev() {
+        match by_name.get(&unit.name) {
+            None => {
+                by_name.insert(unit.name.clone(), units.len());
+                units.push(unit);
+            }
+            Some(&index) => {
+                let winner = &mut units[index];
+                for dropin in unit.dropins {
                     if !winner.dropins.iter().any(|d| d.name == dropin.name) {
-                        winner.dropins.push(dropin.clone());
+                        winner.dropins.push(dropin);
                     }
                 }
             }
-            Some(winner)
-        })
-        .collect();
+        }
+    }
+    config.systemd.units = units;
 
     if let Some(mut user) = config.passwd.users.last().cloned() {
         if user.name != "core" {

@@ -251,6 +251,7 @@ pub fn build_snapshot(
         mode: Mode::Cluster,
         pools: loaded_by_name("MachineConfigPool", &objects.pools),
         machine_configs: loaded_by_name("MachineConfig", &objects.machine_configs),
+        file_type_meta: Default::default(),
         controller_config: objects
             .controller_configs
             .iter()
