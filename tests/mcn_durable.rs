@@ -161,19 +161,13 @@ fn a_replica_killed_right_after_answering_loses_no_record() {
     every_node_gets_its_record(&api, &served);
 }
 
-/// The served-records write that carries `address`'s record: the apply of a replica's key, or
-/// the create of the ConfigMap (which carries the first records).
+/// The served-records write that carries `address`'s record (the apply of a replica's key).
 fn carries_record_of(address: IpAddr) -> impl Fn(&str, &str, &[u8]) -> bool + Send + 'static {
     let needle = format!("\\\"{address}\\\"");
     move |method, uri, body| {
-        let body = String::from_utf8_lossy(body);
-        let path = uri.split('?').next().unwrap_or(uri);
-        let write = match method {
-            "PATCH" => path.ends_with(&format!("/configmaps/{}", mcn::exchange::DEFAULT_NAME)),
-            "POST" => path.ends_with("/configmaps") && body.contains(mcn::exchange::DEFAULT_NAME),
-            _ => false,
-        };
-        write && body.contains(&needle)
+        method == "PATCH"
+            && uri.contains(&format!("/configmaps/{}", mcn::exchange::DEFAULT_NAME))
+            && String::from_utf8_lossy(body).contains(&needle)
     }
 }
 
@@ -242,15 +236,14 @@ fn a_replica_killed_in_the_middle_of_the_write_loses_no_record() {
     every_node_gets_its_record(&api, &served);
 }
 
-/// Start times of `log`'s served-records writes (the create of the ConfigMap, the only one
-/// the server creates, carries records too).
+/// Start times of `log`'s served-records writes.
 fn record_writes(log: &[Logged]) -> Vec<Instant> {
     log.iter()
         .filter(|entry| {
-            let path = entry.uri.split('?').next().unwrap_or(&entry.uri);
-            (entry.method == "PATCH"
-                && path.ends_with(&format!("/configmaps/{}", mcn::exchange::DEFAULT_NAME)))
-                || (entry.method == "POST" && path.ends_with("/configmaps"))
+            entry.method == "PATCH"
+                && entry
+                    .uri
+                    .contains(&format!("/configmaps/{}", mcn::exchange::DEFAULT_NAME))
         })
         .map(|entry| entry.at)
         .collect()

@@ -29,8 +29,9 @@
 //! which key.
 //!
 //! # Writes (group commit: bounded, batched, durable before the answer)
-//! A new record wakes the writer, which writes at once unless its last write started less than
-//! a flush interval ago (default 200 ms: at most five writes a second), only when its encoded
+//! A new record wakes the writer, which writes at once unless its last write ended less than a
+//! flush interval ago (default 200 ms: at most five writes a second, as the API server sees
+//! them), only when its encoded
 //! records changed, never per request: every record kept when a write starts goes in it, and
 //! records that arrive while it is in flight go in the next one. Once the API server accepted a
 //! write (a 2xx answer: the object is in etcd), every record it carried is durable and the
@@ -60,8 +61,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
@@ -992,37 +992,12 @@ impl Flusher {
         Ok(())
     }
 
+    /// Applies this replica's key. An apply that creates the ConfigMap is authorized as a
+    /// `create` as well as a `patch` (RBAC can limit `patch` by name, not `create`), so one
+    /// request does both: replicas starting together each write once, never a create that
+    /// loses the race (409) and an apply right after it.
     async fn write(&self, text: &str) -> Result<(), kube::Error> {
         let name = &self.settings.name;
-        if !self.view.borrow().exists {
-            // Create the object first: a create is its own RBAC verb, and an apply that creates
-            // is authorized as one too. The create carries this replica's records: one write,
-            // not a create and an apply right after it (two writes within milliseconds).
-            let first = ConfigMap {
-                metadata: ObjectMeta {
-                    name: Some(name.clone()),
-                    namespace: Some(self.settings.namespace.clone()),
-                    ..ObjectMeta::default()
-                },
-                data: Some(std::collections::BTreeMap::from([(
-                    self.settings.replica.clone(),
-                    text.to_owned(),
-                )])),
-                ..ConfigMap::default()
-            };
-            let params = PostParams {
-                field_manager: Some(self.settings.field_manager()),
-                ..PostParams::default()
-            };
-            match self.api.create(&params, &first).await {
-                Ok(_) => {
-                    info!(configmap = %name, "created the shared served-records ConfigMap");
-                    return Ok(());
-                }
-                Err(kube::Error::Api(status)) if status.code == 409 => {}
-                Err(error) => return Err(error),
-            }
-        }
         let body = serde_json::json!({
             "apiVersion": "v1",
             "kind": "ConfigMap",
