@@ -29,9 +29,8 @@
 //! which key.
 //!
 //! # Writes (group commit: bounded, batched, durable before the answer)
-//! A new record wakes the writer, which writes at once unless its last write ended less than a
-//! flush interval ago (default 200 ms: at most five writes a second, as the API server sees
-//! them), only when its encoded
+//! A new record wakes the writer, which writes at once unless its last write started less than
+//! a flush interval ago (default 200 ms: at most five writes a second), only when its encoded
 //! records changed, never per request: every record kept when a write starts goes in it, and
 //! records that arrive while it is in flight go in the next one. Once the API server accepted a
 //! write (a 2xx answer: the object is in etcd), every record it carried is durable and the
@@ -774,7 +773,7 @@ impl Flusher {
         let mut failures = 0u32;
         // Once per failure streak, a successful API answer ends the backoff early.
         let mut early_retry = false;
-        let mut last_end = Instant::now();
+        let mut last_start = Instant::now();
         let mut not_before = Instant::now();
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING_INTERVAL);
         housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -803,7 +802,7 @@ impl Flusher {
                             continue;
                         }
                         early_retry = false;
-                        not_before = last_end + self.settings.flush_interval;
+                        not_before = last_start + self.settings.flush_interval;
                         debug!("the API answers again; writing the pending served records now");
                     }
                     _ = shutdown.wait_for(|stop| *stop) => break,
@@ -812,16 +811,16 @@ impl Flusher {
             if *shutdown.borrow() {
                 break;
             }
+            // Writes start a flush interval apart. They reach the API server a few
+            // milliseconds apart more or less (a slow write then a fast one): spacing them from
+            // the end of the previous write instead would add its duration to the wait of every
+            // answer in a storm.
+            last_start = Instant::now();
+            not_before = last_start + self.settings.flush_interval;
             let result = match tokio::time::timeout(WRITE_TIMEOUT, self.flush(tidy)).await {
                 Ok(result) => result.map_err(FlushError::Api),
                 Err(_) => Err(FlushError::Timeout(WRITE_TIMEOUT)),
             };
-            // The next write starts a flush interval after this one ended, not after it
-            // started: a write reaches the API server somewhere between the two, so spacing
-            // the starts alone let a slow write and a fast one arrive closer than the interval
-            // (six writes in one second were seen at the API server).
-            last_end = Instant::now();
-            not_before = last_end + self.settings.flush_interval;
             match result {
                 Ok(()) => {
                     failures = 0;

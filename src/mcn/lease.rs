@@ -13,6 +13,13 @@
 //!   deadline too.
 //! - On shutdown the leader releases the lease (empty holder), so another replica takes over
 //!   after one retry period instead of a whole lease duration.
+//! - A replica that comes back after it was killed (an OOM kill, a crash: no release) finds the
+//!   Lease held by its previous process: the same host (pod) name, another process id. When
+//!   that process no longer runs on this host, the record is the replica's own and dead, and
+//!   it takes the Lease at once instead of waiting for it to expire ([`own_predecessor`]).
+//!   In a container the previous process's id is not visible (another PID namespace) or is the
+//!   same (then the identity is the same and it simply renews); a live process with that id
+//!   (two replicas on one host under one host name, as in tests) is never taken from.
 //!
 //! Leadership is published on a `watch` channel of `bool`; the publisher writes only while it
 //! reads `true`. Owns the Lease object only; must not touch anything else in the cluster.
@@ -150,6 +157,21 @@ struct Observed {
     since: Instant,
 }
 
+/// The process id of `holder` when it is another process of the replica named `identity`
+/// (identities are `<host>_<pid>`, [`super::identity`]): the same host, another id.
+pub fn own_predecessor(holder: &str, identity: &str) -> Option<u32> {
+    let (holder_host, holder_pid) = holder.rsplit_once('_')?;
+    let (host, pid) = identity.rsplit_once('_')?;
+    (holder_host == host && holder_pid != pid)
+        .then(|| holder_pid.parse().ok())
+        .flatten()
+}
+
+/// Whether a process with this id runs on this host (as this process sees it).
+fn process_runs(pid: u32) -> bool {
+    std::path::Path::new("/proc").join(pid.to_string()).exists()
+}
+
 /// One candidate for the lease.
 pub struct Elector {
     api: Api<Lease>,
@@ -182,6 +204,17 @@ impl Elector {
             .as_ref()
             .map(|lease| self.observe(lease.spec.as_ref(), now))
             .unwrap_or(true);
+        let holder = current
+            .as_ref()
+            .and_then(|l| l.spec.as_ref())
+            .and_then(|s| s.holder_identity.as_deref());
+        let predecessor_gone = holder
+            .and_then(|h| own_predecessor(h, &self.settings.identity))
+            .is_some_and(|pid| !process_runs(pid));
+        if predecessor_gone && !expired {
+            info!(holder = holder.unwrap_or_default(), "the lease is held by this replica's previous process, which no longer runs; taking it over");
+        }
+        let expired = expired || predecessor_gone;
         let step = decide(
             current.as_ref().and_then(|l| l.spec.as_ref()),
             &self.settings.identity,
@@ -456,6 +489,19 @@ mod tests {
             Step::Wait("other".into())
         );
         assert_eq!(decide(Some(&spec(Some("other"))), "me", true), Step::Take);
+    }
+
+    #[test]
+    fn a_previous_process_of_the_same_replica_is_told_apart() {
+        assert_eq!(own_predecessor("master-0_41", "master-0_77"), Some(41));
+        assert_eq!(own_predecessor("master-0_77", "master-0_77"), None);
+        assert_eq!(own_predecessor("master-1_41", "master-0_77"), None);
+        assert_eq!(own_predecessor("a_b_41", "a_b_77"), Some(41));
+        assert_eq!(own_predecessor("master-0_x", "master-0_77"), None);
+        assert_eq!(own_predecessor("master-0", "master-0_77"), None);
+        // This process runs; a process id beyond the kernel's limit never does.
+        assert!(process_runs(std::process::id()));
+        assert!(!process_runs(u32::MAX));
     }
 
     #[test]
