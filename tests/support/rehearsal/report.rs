@@ -139,7 +139,9 @@ fn marks(facts: &Facts) -> Vec<(f64, String)> {
     push(m.layered_proof.map(|r| r.1), "image proof");
     push(m.brownout.map(|r| r.0), "brownout");
     push(m.brownout.map(|r| r.1), "brownout ends");
-    // The secure frontend's view of each replica (the plain one says the same).
+    // The secure frontend's view of each replica (the plain one says the same); haproxy says
+    // each change twice (its log and its console).
+    let mut last: BTreeMap<String, String> = BTreeMap::new();
     for (at, change) in &m.balancer {
         let Some((server, state)) = change
             .strip_prefix("b0/r")
@@ -147,6 +149,13 @@ fn marks(facts: &Facts) -> Vec<(f64, String)> {
         else {
             continue;
         };
+        if last
+            .insert(server.to_string(), state.to_string())
+            .as_deref()
+            == Some(state)
+        {
+            continue;
+        }
         if let Ok(index) = server.parse::<usize>() {
             out.push((
                 at.as_secs_f64(),
@@ -363,12 +372,18 @@ fn draw(facts: &Facts, series: &Series, path: &PathBuf) -> Result<(), Box<dyn st
     }
     let top_y = machines + machines / 10;
     for (index, (at, label)) in marks.iter().enumerate() {
-        let color = RGBColor(214, 39, 40);
+        // The balancer's view in grey, the day's events in red; labels on six levels so that
+        // close events stay readable.
+        let color = if label.starts_with("balancer") {
+            RGBColor(110, 110, 110)
+        } else {
+            RGBColor(214, 39, 40)
+        };
         chart.draw_series(LineSeries::new(
             vec![(*at, 0usize), (*at, top_y)],
             color.mix(0.6).stroke_width(1),
         ))?;
-        let y = top_y.saturating_sub((index % 4) * (top_y / 16).max(1));
+        let y = top_y.saturating_sub((index % 6) * (top_y / 18).max(1));
         chart.draw_series(std::iter::once(Text::new(
             label.clone(),
             (*at + 0.3, y),
