@@ -4,7 +4,8 @@
 //! its own ports and `NODE_NAME`, each reaching the API through a fault proxy of its own)
 //! stand behind one Debian haproxy in TCP mode sending PROXY v2, health-checking each replica
 //! on both serving ports; the replicas trust only the balancer's address. Machines arrive on a
-//! schedule (a burst, then a steady trickle), each from its own loopback address, each
+//! schedule (a burst, a steady trickle, and a second wave as a replica dies), each from its own
+//! loopback address, each
 //! speaking exactly as Ignition does ([`machine`]); one of them is Debian's real Ignition
 //! client. The cluster side is played through the API ([`cluster`]): after its fetch a
 //! machine's kubelet registers its Node and its daemon reports; a share of machines report a
@@ -50,6 +51,10 @@ pub struct Knobs {
     pub burst: Duration,
     /// `MCS_REHEARSAL_TRICKLE_SECONDS`: over how long the others arrive (default 60).
     pub trickle: Duration,
+    /// `MCS_REHEARSAL_WAVE_PERCENT`: the share arriving in a second wave around the kill
+    /// (default 15); `MCS_REHEARSAL_WAVE_SECONDS`: its length (default 1.5).
+    pub wave_percent: f64,
+    pub wave: Duration,
     /// `MCS_REHEARSAL_FAILURE_PERCENT`: machines failing their first boot (default 5).
     pub failure_percent: f64,
     /// `MCS_REHEARSAL_BOOT_MS`: from config to Node registration, ±50% (default 2000).
@@ -90,6 +95,8 @@ impl Default for Knobs {
             burst_percent: 40.0,
             burst: Duration::from_secs(3),
             trickle: Duration::from_secs(60),
+            wave_percent: 15.0,
+            wave: Duration::from_millis(1500),
             failure_percent: 5.0,
             boot: Duration::from_millis(2000),
             kill: true,
@@ -136,6 +143,12 @@ impl Knobs {
         }
         if let Some(n) = number("MCS_REHEARSAL_TRICKLE_SECONDS")? {
             knobs.trickle = secs(n);
+        }
+        if let Some(n) = number("MCS_REHEARSAL_WAVE_PERCENT")? {
+            knobs.wave_percent = n.min(100.0);
+        }
+        if let Some(n) = number("MCS_REHEARSAL_WAVE_SECONDS")? {
+            knobs.wave = secs(n);
         }
         if let Some(n) = number("MCS_REHEARSAL_FAILURE_PERCENT")? {
             knobs.failure_percent = n.min(50.0);

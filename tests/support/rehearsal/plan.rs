@@ -223,7 +223,8 @@ impl Rng {
 }
 
 /// The machines of a run: a burst (`burst_percent` of them within `burst`), then a steady
-/// trickle over `trickle`; pools about 10% master, 25% layered, the rest worker (at least two
+/// trickle over `trickle`, and a second wave (`wave_percent` within `wave`) that begins half a
+/// second before the kill, so the replica dies with requests in flight; pools about 10% master, 25% layered, the rest worker (at least two
 /// of each); releases drawn from [`RELEASES`]; one in ten over the plain port; a share
 /// `failure_percent` failing their first boot (alternately for good and joining on a second
 /// boot, at least one of each when the share is above 0). With `real_ignition`, the first
@@ -232,6 +233,13 @@ pub fn machines(knobs: &Knobs) -> Vec<Machine> {
     let mut rng = Rng::new(knobs.seed);
     let n = knobs.machines;
     let burst_count = ((n as f64) * knobs.burst_percent / 100.0).round() as usize;
+    let wave_count = (((n as f64) * knobs.wave_percent / 100.0).round() as usize)
+        .min(n.saturating_sub(burst_count));
+    let trickled = n - burst_count - wave_count;
+    // The second wave starts half a second before the kill (or where it would be).
+    let wave_start = (knobs.burst + knobs.trickle)
+        .mul_f64(KILL_AT)
+        .saturating_sub(Duration::from_millis(500));
     let failures = if knobs.failure_percent > 0.0 {
         (((n as f64) * knobs.failure_percent / 100.0).round() as usize).max(2)
     } else {
@@ -241,9 +249,12 @@ pub fn machines(knobs: &Knobs) -> Vec<Machine> {
     for index in 0..n {
         let arrives = if index < burst_count {
             knobs.burst.mul_f64(rng.unit())
+        } else if index < burst_count + wave_count {
+            wave_start + knobs.wave.mul_f64(rng.unit())
         } else {
-            let step = knobs.trickle.as_secs_f64() / (n - burst_count).max(1) as f64;
-            knobs.burst + Duration::from_secs_f64(step * (index - burst_count) as f64)
+            let step = knobs.trickle.as_secs_f64() / trickled.max(1) as f64;
+            let k = index - burst_count - wave_count;
+            knobs.burst + Duration::from_secs_f64(step * k as f64)
         };
         let pool = match index % 20 {
             0 | 10 => Pool::Master,
@@ -296,6 +307,9 @@ pub fn machines(knobs: &Knobs) -> Vec<Machine> {
     out
 }
 
+/// When the Lease holder is killed, as a fraction of the arrival window.
+const KILL_AT: f64 = 0.45;
+
 /// The day's script over the arrival window `burst + trickle` (fractions of it, so a small
 /// rehearsal keeps the same order of events as a large one).
 pub fn script(knobs: &Knobs) -> Script {
@@ -305,7 +319,7 @@ pub fn script(knobs: &Knobs) -> Script {
         build_starts: at(0.10),
         rollout: at(0.20),
         build_succeeds: at(0.30),
-        kill: knobs.kill.then(|| at(0.45)),
+        kill: knobs.kill.then(|| at(KILL_AT)),
         restart_after: knobs.restart_after,
         worker_proof: at(0.60),
         layered_proof: at(0.70),
@@ -338,6 +352,14 @@ mod tests {
             assert!(a.iter().any(|m| m.fate == fate), "{fate:?}");
         }
         let big = machines(&Knobs::default());
+        // The second wave lands on the kill.
+        let kill = script(&Knobs::default()).kill.unwrap();
+        let around = big
+            .iter()
+            .filter(|m| m.arrives + Duration::from_millis(500) >= kill)
+            .filter(|m| m.arrives <= kill + Duration::from_secs(1))
+            .count();
+        assert!(around >= 45, "{around} machines arrive around the kill");
         for pool in [Pool::Worker, Pool::Layered] {
             assert!(
                 big.iter().any(|m| m.pool == pool && m.fate != Fate::Joins),
