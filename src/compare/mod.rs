@@ -89,6 +89,7 @@ pub async fn run(flags: &CompareFlags, provider: CryptoProvider) -> Result<(), R
         )));
     }
     let mut rows = Vec::new();
+    let mut advertising = Advertising::default();
     for (pool, ask) in asks::matrix(&pools) {
         let ours = local::answer(&snapshot, loaded.ready, &pool, ask);
         let theirs = original.get(&pool, ask).await.map_err(|e| {
@@ -97,6 +98,7 @@ pub async fn run(flags: &CompareFlags, provider: CryptoProvider) -> Result<(), R
                 ask.label()
             ))
         })?;
+        advertising.add(&ours.body, &theirs.body);
         let machine_config = render::rendered_machine_config(&snapshot, &pool);
         let context = deviations::Context::new(ask, machine_config.as_deref());
         let verdict = verdict::classify(&ours, &theirs, &context);
@@ -120,6 +122,8 @@ pub async fn run(flags: &CompareFlags, provider: CryptoProvider) -> Result<(), R
         });
     }
     let summary = Summary::of(&rows);
+    let mut notes = loaded.notes;
+    notes.extend(advertising.note(flags.source.served.advertise_failure_reporting));
     let report = Report {
         mode: match snapshot.mode {
             Mode::Bootstrap => "bootstrap",
@@ -129,7 +133,7 @@ pub async fn run(flags: &CompareFlags, provider: CryptoProvider) -> Result<(), R
         against: flags.against.clone(),
         client_address: flags.client_address.map(|a| a.to_string()),
         user_agent: USER_AGENT,
-        notes: loaded.notes,
+        notes,
         rows,
         summary: summary.clone(),
     };
@@ -153,6 +157,40 @@ pub async fn run(flags: &CompareFlags, provider: CryptoProvider) -> Result<(), R
             summary.status,
             summary.different
         )))
+    }
+}
+
+/// Whether the answers carry the root CA file of `--advertise-failure-reporting`: an original
+/// with upstream's PR #6124 serves it in every config, 7ff337a4f in none.
+#[derive(Debug, Default)]
+struct Advertising {
+    ours: bool,
+    theirs: bool,
+}
+
+impl Advertising {
+    fn add(&mut self, ours: &[u8], theirs: &[u8]) {
+        let has = |body: &[u8]| {
+            let path = render::MCS_CA_BUNDLE_PATH.as_bytes();
+            body.windows(path.len()).any(|w| w == path)
+        };
+        self.ours |= has(ours);
+        self.theirs |= has(theirs);
+    }
+
+    /// What to say when one side advertises failure reporting and the other does not.
+    fn note(&self, flag: bool) -> Option<String> {
+        match (self.ours, self.theirs) {
+            (false, true) if !flag => Some(format!(
+                "the original serves {} (it tells machines where to report first-boot failures, as upstream's PR #6124 does): compare again with --advertise-failure-reporting",
+                render::MCS_CA_BUNDLE_PATH
+            )),
+            (true, false) => Some(format!(
+                "this server serves {} (--advertise-failure-reporting) and the original does not: compare without the flag to check what the original serves",
+                render::MCS_CA_BUNDLE_PATH
+            )),
+            _ => None,
+        }
     }
 }
 
