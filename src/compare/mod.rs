@@ -160,12 +160,15 @@ pub async fn run(flags: &CompareFlags, provider: CryptoProvider) -> Result<(), R
     }
 }
 
-/// Whether the answers carry the root CA file of `--advertise-failure-reporting`: an original
-/// with upstream's PR #6124 serves it in every config, 7ff337a4f in none.
+/// Whether answers carry the root CA file of `--advertise-failure-reporting` on one side only:
+/// an original with upstream's PR #6124 serves it in every config, 7ff337a4f only where the
+/// MachineConfig has it.
 #[derive(Debug, Default)]
 struct Advertising {
-    ours: bool,
-    theirs: bool,
+    /// Some answer of ours has it and the original's does not.
+    ours_only: bool,
+    /// Some answer of the original has it and ours does not.
+    theirs_only: bool,
 }
 
 impl Advertising {
@@ -174,18 +177,19 @@ impl Advertising {
             let path = render::MCS_CA_BUNDLE_PATH.as_bytes();
             body.windows(path.len()).any(|w| w == path)
         };
-        self.ours |= has(ours);
-        self.theirs |= has(theirs);
+        let (ours, theirs) = (has(ours), has(theirs));
+        self.ours_only |= ours && !theirs;
+        self.theirs_only |= theirs && !ours;
     }
 
     /// What to say when one side advertises failure reporting and the other does not.
     fn note(&self, flag: bool) -> Option<String> {
-        match (self.ours, self.theirs) {
+        match (self.ours_only, self.theirs_only) {
             (false, true) if !flag => Some(format!(
                 "the original serves {} (it tells machines where to report first-boot failures, as upstream's PR #6124 does): compare again with --advertise-failure-reporting",
                 render::MCS_CA_BUNDLE_PATH
             )),
-            (true, false) => Some(format!(
+            (true, false) if flag => Some(format!(
                 "this server serves {} (--advertise-failure-reporting) and the original does not: compare without the flag to check what the original serves",
                 render::MCS_CA_BUNDLE_PATH
             )),
@@ -233,6 +237,31 @@ fn client_config(
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(Arc::new(config))
+}
+
+#[cfg(test)]
+mod advertising_tests {
+    use super::*;
+
+    #[test]
+    fn a_note_when_only_one_side_serves_the_failure_report_ca() {
+        let with = format!("{{\"path\":\"{}\"}}", render::MCS_CA_BUNDLE_PATH);
+        let (with, without) = (with.as_bytes(), &b"{}"[..]);
+        let mut advertising = Advertising::default();
+        advertising.add(with, with);
+        assert_eq!(advertising.note(false), None);
+        advertising.add(without, with);
+        let note = advertising.note(false).expect("a note");
+        assert!(
+            note.contains("compare again with --advertise-failure-reporting"),
+            "{note}"
+        );
+        assert_eq!(advertising.note(true), None);
+        let mut advertising = Advertising::default();
+        advertising.add(with, without);
+        let note = advertising.note(true).expect("a note");
+        assert!(note.contains("compare without the flag"), "{note}");
+    }
 }
 
 fn print(text: &str) -> Result<(), RunError> {
