@@ -239,6 +239,15 @@ fn client_config(
     Ok(Arc::new(config))
 }
 
+fn print(text: &str) -> Result<(), RunError> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|e| RunError::Other(anyhow::anyhow!("cannot print the report: {e}")))
+}
+
 #[cfg(test)]
 mod advertising_tests {
     use super::*;
@@ -262,13 +271,4 @@ mod advertising_tests {
         let note = advertising.note(true).expect("a note");
         assert!(note.contains("compare without the flag"), "{note}");
     }
-}
-
-fn print(text: &str) -> Result<(), RunError> {
-    use std::io::Write as _;
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .map_err(|e| RunError::Other(anyhow::anyhow!("cannot print the report: {e}")))
 }
