@@ -324,6 +324,7 @@ impl Builder {
     async fn run(mut self, changed: Arc<Notify>, mut shutdown: watch::Receiver<bool>) {
         let started = tokio::time::Instant::now();
         let mut warned_unsynced = false;
+        let mut warned_undecided = false;
         let mut poll = tokio::time::interval(self.settings.token_poll_interval);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut grants = self.rights.subscribe();
@@ -353,6 +354,13 @@ impl Builder {
                 if !warned_unsynced && started.elapsed() >= SYNC_WARNING_AFTER {
                     warned_unsynced = true;
                     warn!(?pending, "caches every pool reads have not synced yet; /config answers 503 until they have");
+                }
+                continue;
+            }
+            if self.advertisement.borrow().reporting().is_none() {
+                if !warned_undecided && started.elapsed() >= SYNC_WARNING_AFTER {
+                    warned_undecided = true;
+                    warn!("--advertise-failure-reporting: the rights probe (or the Infrastructure read) has not answered yet; /config answers 503 until it has");
                 }
                 continue;
             }
