@@ -131,6 +131,7 @@ impl Settings {
                     base_dir: flags.server_basedir.clone(),
                     kubeconfig: flags.bootstrap_kubeconfig.clone(),
                     registry_certs,
+                    advertise_failure_reporting: flags.served.advertise_failure_reporting,
                 });
                 (tls, mode)
             }
@@ -161,6 +162,9 @@ impl Settings {
                 source.kubeconfig = flags.kubeconfig.clone();
                 source.bootstrap_token_dir = flags.bootstrap_token_dir.clone();
                 source.rights = RightsSettings::from_env(|key| std::env::var(key).ok());
+                if flags.served.advertise_failure_reporting {
+                    source.advertise_failure_reporting();
+                }
                 (tls, Mode::Cluster { source, publisher })
             }
             Command::Explain(_) | Command::Compare(_) | Command::Version => return Ok(None),
@@ -401,6 +405,11 @@ impl App {
                     base_dir = %settings.base_dir.display(),
                     "starting machine-config-server in bootstrap mode"
                 );
+                if settings.advertise_failure_reporting {
+                    tracing::info!(
+                        "served configs carry the root CA file for first-boot failure reports (--advertise-failure-reporting; no server URL in bootstrap mode, as upstream)"
+                    );
+                }
                 let source =
                     bootstrap::start(settings, shutdown.clone()).map_err(UsageError::from)?;
                 // The directory is read before the first request: bootstrap mode is ready.

@@ -121,6 +121,24 @@ pub enum Command {
     Version,
 }
 
+/// What served configs carry beyond the original's, asked for by flag (`bootstrap`, `start`,
+/// and `explain` and `compare` to render as those would).
+#[derive(Clone, Copy, Debug, Default, Args)]
+pub struct ServedFlags {
+    /// Serve every machine /etc/machine-config-daemon/mcs-ca-bundle.crt and, in cluster mode,
+    /// the node annotation machineconfiguration.openshift.io/machineConfigServerURL: where and
+    /// how its daemon reports a first-boot failure, as upstream's PR #6124 serves them. Off by
+    /// default (the original's answers).
+    ///
+    /// The file holds the ControllerConfig's spec.rootCAData (the CA the daemon trusts when it
+    /// reports); the annotation, in /etc/machine-config-daemon/node-annotations.json, is
+    /// https://HOST:22623 with HOST from the Infrastructure `cluster`, read once at start.
+    /// Cluster mode needs `get` on infrastructures (config.openshift.io); without it every
+    /// answer stays the original's and the server says why.
+    #[arg(long)]
+    pub advertise_failure_reporting: bool,
+}
+
 /// `bootstrap` flags.
 #[derive(Debug, Args)]
 pub struct BootstrapFlags {
@@ -134,6 +152,8 @@ pub struct BootstrapFlags {
     /// relative to the base directory. Repeatable.
     #[arg(long = "bootstrap-certs", value_name = "NAME=FILE")]
     pub bootstrap_certs: Vec<String>,
+    #[command(flatten)]
+    pub served: ServedFlags,
 }
 
 /// `start` flags.
@@ -152,6 +172,8 @@ pub struct StartFlags {
     /// without an MCN is worked through at this pace, newest Nodes first).
     #[arg(long, default_value_t = crate::mcn::rate::DEFAULT_MAX_WRITES_PER_SECOND)]
     pub mcn_max_writes_per_second: std::num::NonZeroU32,
+    #[command(flatten)]
+    pub served: ServedFlags,
 }
 
 /// Where `explain` and `compare` read the served state from: the source flags of `bootstrap`
@@ -204,6 +226,9 @@ pub struct SourceFlags {
     /// Cluster mode: seconds to wait for every watch cache to sync before answering 503.
     #[arg(long, default_value_t = 30, conflicts_with = "server_basedir")]
     pub timeout_seconds: u64,
+    /// What the server would serve beyond the original's, as `bootstrap` and `start` take it.
+    #[command(flatten)]
+    pub served: ServedFlags,
 }
 
 /// `explain` flags: the source flags of `bootstrap` or `start`, plus what to explain.

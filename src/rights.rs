@@ -9,6 +9,10 @@
 //! answers as [`Grants`]: a feature runs only where all of its rules are granted, and a part of
 //! the original's job never waits for a feature.
 //!
+//! A feature that changes what a machine is served ([`Feature::AdvertiseFailureReporting`]) runs
+//! only where a flag asks for it as well: without the flag it is not asked about at all
+//! ([`FeatureState::NotRequested`]).
+//!
 //! Owns the features, their rules and the decision from answers to [`FeatureState`]s (pure, no
 //! I/O). The rules name objects other modules own (the publisher's Lease, the shared records'
 //! ConfigMap): start-up glue builds them from those modules' names ([`Requirements`]).
@@ -31,16 +35,30 @@ pub enum Feature {
     SharedRecords,
     /// Kubernetes Events about pools and Nodes (written by the Lease holder).
     Events,
+    /// `--advertise-failure-reporting`: served configs tell the machine where and how to report a
+    /// first-boot failure (the root CA file, and this server's URL read from the cluster's
+    /// Infrastructure).
+    AdvertiseFailureReporting,
 }
 
 impl Feature {
     /// Every feature, in the order they are reported.
-    pub const ALL: [Feature; 4] = [
+    pub const ALL: [Feature; 5] = [
         Feature::LayeredNodeGate,
         Feature::McnPublisher,
         Feature::SharedRecords,
         Feature::Events,
+        Feature::AdvertiseFailureReporting,
     ];
+
+    /// The flag that asks for the feature, for one that runs only when asked (`None`: asked for
+    /// whenever its rights are granted).
+    pub fn flag(self) -> Option<&'static str> {
+        match self {
+            Feature::AdvertiseFailureReporting => Some("--advertise-failure-reporting"),
+            _ => None,
+        }
+    }
 
     /// Stable name: the `feature` label of `mcs_feature_enabled`, log field, `/status` key.
     pub fn as_str(self) -> &'static str {
@@ -49,6 +67,7 @@ impl Feature {
             Feature::McnPublisher => "mcn-publisher",
             Feature::SharedRecords => "shared-records",
             Feature::Events => "events",
+            Feature::AdvertiseFailureReporting => "advertise-failure-reporting",
         }
     }
 
@@ -59,6 +78,9 @@ impl Feature {
             Feature::McnPublisher => "MachineConfigNode publishing",
             Feature::SharedRecords => "served records shared between replicas",
             Feature::Events => "Kubernetes Events",
+            Feature::AdvertiseFailureReporting => {
+                "telling machines where to report first-boot failures"
+            }
         }
     }
 
@@ -73,6 +95,9 @@ impl Feature {
                 "answers do not wait for a shared record; only this replica's memory is matched"
             }
             Feature::Events => "no Event is written",
+            Feature::AdvertiseFailureReporting => {
+                "served configs are the original's: no /etc/machine-config-daemon/mcs-ca-bundle.crt, no machineConfigServerURL annotation"
+            }
         }
     }
 }
@@ -188,6 +213,12 @@ impl Names {
 
 const MCO_GROUP: &str = "machineconfiguration.openshift.io";
 
+/// The one rule of [`Feature::AdvertiseFailureReporting`]: reading the Infrastructure `cluster`.
+pub fn read_infrastructure() -> Rule {
+    use crate::api::infrastructure::{GROUP, NAME};
+    Rule::cluster("get", GROUP, "infrastructures").named(NAME)
+}
+
 /// Every rule of every feature, and the two reads whose verb decides how the registry's host
 /// names are followed (watched when allowed, else listed at an interval).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -271,6 +302,20 @@ impl Requirements {
         }
     }
 
+    /// The same requirements, with `--advertise-failure-reporting` asked for.
+    pub fn advertising_failure_reporting(mut self) -> Requirements {
+        self.features.insert(
+            Feature::AdvertiseFailureReporting,
+            vec![read_infrastructure()],
+        );
+        self
+    }
+
+    /// Whether `feature` is asked for (a feature with a [`Feature::flag`] only with its flag).
+    pub fn requests(&self, feature: Feature) -> bool {
+        self.features.contains_key(&feature)
+    }
+
     /// The rules of `feature`.
     pub fn rules(&self, feature: Feature) -> &[Rule] {
         self.features.get(&feature).map_or(&[], Vec::as_slice)
@@ -295,6 +340,8 @@ impl Requirements {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "kebab-case")]
 pub enum FeatureState {
+    /// Not asked for: its flag is not given. Off, and not probed.
+    NotRequested { flag: &'static str },
     /// Not known yet (no answer from the API server so far): off.
     Unknown,
     /// Every rule granted: on.
@@ -315,6 +362,7 @@ impl FeatureState {
     pub fn why_off(&self) -> Option<String> {
         match self {
             FeatureState::Enabled => None,
+            FeatureState::NotRequested { flag } => Some(format!("not asked for ({flag})")),
             FeatureState::Unknown => Some("the API server has not answered yet".to_owned()),
             FeatureState::Disabled { missing } => {
                 Some(format!("not granted: {}", missing.join(", ")))
@@ -394,6 +442,11 @@ impl Grants {
 
     /// The state of `feature`.
     pub fn state(&self, feature: Feature) -> FeatureState {
+        if let (Some(requirements), Some(flag)) = (&self.requirements, feature.flag()) {
+            if !requirements.requests(feature) {
+                return FeatureState::NotRequested { flag };
+            }
+        }
         let (Some(answers), Some(requirements)) = (&self.answers, &self.requirements) else {
             return FeatureState::Unknown;
         };
@@ -514,7 +567,8 @@ mod tests {
 
     #[test]
     fn nothing_is_on_before_the_first_answer() {
-        let grants = Grants::unknown(Requirements::new(&names()));
+        let requirements = Requirements::new(&names()).advertising_failure_reporting();
+        let grants = Grants::unknown(requirements);
         for feature in Feature::ALL {
             assert_eq!(grants.state(feature), FeatureState::Unknown);
         }
@@ -600,6 +654,45 @@ mod tests {
                 .collect(),
         );
         assert!(reprobed.enabled(Feature::McnPublisher));
+    }
+
+    #[test]
+    fn advertising_failure_reporting_is_off_unless_asked_for_and_then_needs_the_infrastructure() {
+        let plain = Requirements::new(&names());
+        assert!(!plain.requests(Feature::AdvertiseFailureReporting));
+        assert!(!plain.all_rules().contains(&read_infrastructure()));
+        for grants in [
+            Grants::unknown(plain.clone()),
+            Grants::all_granted(plain.clone()),
+        ] {
+            let state = grants.state(Feature::AdvertiseFailureReporting);
+            assert_eq!(
+                state,
+                FeatureState::NotRequested {
+                    flag: "--advertise-failure-reporting"
+                }
+            );
+            assert_eq!(
+                state.why_off().as_deref(),
+                Some("not asked for (--advertise-failure-reporting)")
+            );
+        }
+        let asked = plain.advertising_failure_reporting();
+        assert!(asked.requests(Feature::AdvertiseFailureReporting));
+        assert!(asked.all_rules().contains(&read_infrastructure()));
+        let grants = Grants::unknown(asked.clone()).probed(mco_answers(&asked));
+        assert_eq!(
+            grants.state(Feature::AdvertiseFailureReporting),
+            FeatureState::Disabled {
+                missing: vec!["get infrastructures \"cluster\" (config.openshift.io)".to_string()]
+            }
+        );
+        let mut answers = mco_answers(&asked);
+        answers.insert(read_infrastructure(), true);
+        let grants = grants.probed(answers);
+        assert!(grants.enabled(Feature::AdvertiseFailureReporting));
+        // It needs no Lease and watches no Node.
+        assert!(!grants.elect_leader() && !grants.watch_nodes());
     }
 
     #[test]

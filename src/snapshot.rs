@@ -105,6 +105,19 @@ impl Input {
     }
 }
 
+/// `--advertise-failure-reporting`: what every served config tells the machine about where
+/// and how to report a first-boot failure, as upstream's PR #6124 serves it (the root CA of
+/// this server's certificate, and in cluster mode this server's URL in the node annotations).
+/// A snapshot without it serves the original's answers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FailureReporting {
+    /// `https://<host>:22623`, from the cluster's Infrastructure: the node annotation
+    /// `machineconfiguration.openshift.io/machineConfigServerURL`. `None` in bootstrap mode, and
+    /// where the Infrastructure could not be read at start (served without the annotation, as
+    /// upstream).
+    pub server_url: Option<String>,
+}
+
 /// Which kind of source produced the snapshot; it decides a few upstream status-code rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -171,6 +184,9 @@ pub struct Snapshot {
     /// 503, naming it). Bootstrap mode reads everything before its first snapshot: empty, and
     /// not consulted.
     pub synced: BTreeSet<Input>,
+    /// What served configs tell the machine about first-boot failure reports (`None`: nothing,
+    /// the original's answers).
+    pub failure_reporting: Option<FailureReporting>,
 }
 
 impl Snapshot {
@@ -187,6 +203,7 @@ impl Snapshot {
             registry_certs: Vec::new(),
             layered: LayeredInputs::default(),
             synced: BTreeSet::new(),
+            failure_reporting: None,
         }
     }
 }

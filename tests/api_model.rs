@@ -13,6 +13,7 @@ use support::tier;
 
 use kube::CustomResourceExt;
 use machine_config_server::api::imagebuild::{MachineOSBuild, MachineOSConfig, Route};
+use machine_config_server::api::infrastructure::Infrastructure;
 use machine_config_server::api::machineconfignode::MachineConfigNode;
 use machine_config_server::api::{ControllerConfig, MachineConfig, MachineConfigPool};
 use serde::de::DeserializeOwned;
@@ -34,7 +35,18 @@ fn derived_schemas() -> Vec<(&'static str, Value)> {
         ("MachineOSBuild", schema(MachineOSBuild::crd())),
         ("MachineConfigNode", schema(MachineConfigNode::crd())),
         ("Route", schema(Route::crd())),
+        ("Infrastructure", schema(Infrastructure::crd())),
     ]
+}
+
+/// [`real_schemas`] of the real CRDs (`crds/`) and the `config.openshift.io` ones
+/// (`crds-config/`).
+fn every_real_schema() -> std::collections::BTreeMap<String, Value> {
+    let mut real = real_schemas(&upstream::crds());
+    if let Some(config) = upstream::config_crds_if_present() {
+        real.extend(real_schemas(&config));
+    }
+    real
 }
 
 /// The storage version's schema of every real CRD, by kind.
@@ -42,6 +54,12 @@ fn real_schemas(dir: &Path) -> std::collections::BTreeMap<String, Value> {
     let mut out = std::collections::BTreeMap::new();
     for entry in std::fs::read_dir(dir).expect("CRD directory") {
         let path = entry.expect("entry").path();
+        if !matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("yaml" | "yml" | "json")
+        ) {
+            continue;
+        }
         let text = std::fs::read_to_string(&path).expect("CRD file");
         for doc in serde_yaml::Deserializer::from_str(&text) {
             let crd: Value = serde::Deserialize::deserialize(doc).expect("CRD is YAML");
@@ -121,8 +139,7 @@ const DECLARED_ONLY_BY_NEWER_CRDS: &[(&str, &str, &str)] = &[
 #[tier(upstream)]
 #[test]
 fn every_name_our_types_write_is_declared_by_the_real_crd() {
-    let dir = upstream::crds();
-    let real = real_schemas(&dir);
+    let real = every_real_schema();
     for (kind, path, why) in DECLARED_ONLY_BY_NEWER_CRDS {
         assert!(
             !at(&real[*kind], path).is_object(),
@@ -161,6 +178,23 @@ const ACRONYM_FIELDS: &[(&str, &str)] = &[
     ("MachineOSBuild", "status.digestedImagePushSpec"),
     ("MachineOSConfig", "status.currentImagePullSpec"),
     ("MachineOSConfig", "status.machineOSBuild"),
+    ("Infrastructure", "status.apiServerInternalURI"),
+    (
+        "Infrastructure",
+        "status.platformStatus.baremetal.apiServerInternalIPs",
+    ),
+    (
+        "Infrastructure",
+        "status.platformStatus.openstack.apiServerInternalIPs",
+    ),
+    (
+        "Infrastructure",
+        "status.platformStatus.ovirt.apiServerInternalIPs",
+    ),
+    (
+        "Infrastructure",
+        "status.platformStatus.vsphere.apiServerInternalIPs",
+    ),
 ];
 
 fn at<'a>(schema: &'a Value, path: &str) -> &'a Value {
@@ -171,8 +205,7 @@ fn at<'a>(schema: &'a Value, path: &str) -> &'a Value {
 #[tier(upstream)]
 #[test]
 fn acronym_fields_are_declared_by_the_real_crd_under_our_names() {
-    let dir = upstream::crds();
-    let real = real_schemas(&dir);
+    let real = every_real_schema();
     let ours: std::collections::BTreeMap<_, _> = derived_schemas().into_iter().collect();
     for (kind, path) in ACRONYM_FIELDS {
         assert!(

@@ -1,6 +1,7 @@
 //! The RBAC in `config/deploy/rbac.yaml` (the original's job) and
 //! `config/deploy/extras/rbac.yaml` (the features beyond it) is exactly what
-//! `machine-config-server start` uses with every feature on.
+//! `machine-config-server start` uses with every feature on (`--advertise-failure-reporting`
+//! too: it reads the Infrastructure).
 //!
 //! The real binary runs a full life against the fake API server, which logs every request the
 //! way the real API server's authorizer sees it (verb, API group, resource/subresource,
@@ -188,9 +189,25 @@ fn node(name: &str) -> Value {
     })
 }
 
-/// The server in cluster mode with `kubeconfig`, ready, having served a worker its config.
+/// The cluster's Infrastructure, which `--advertise-failure-reporting` reads.
+fn load_infrastructure(api: &ApiServer) {
+    api.create(&json!({
+        "apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
+        "metadata": {"name": "cluster"}, "spec": {"platformSpec": {"type": "None"}}
+    }))
+    .unwrap();
+}
+
+/// The server in cluster mode with `kubeconfig` and every feature asked for, ready, having
+/// served a worker its config.
 fn start_and_serve_a_worker(kubeconfig: &std::path::Path, tokens: &std::path::Path) -> Server {
-    let server = Server::start_cluster(kubeconfig, APISERVER_URL, tokens, MCN_TIMINGS);
+    let server = Server::start_cluster_with_flags(
+        kubeconfig,
+        APISERVER_URL,
+        tokens,
+        &["--advertise-failure-reporting"],
+        MCN_TIMINGS,
+    );
     poll("ready", DEADLINE, || {
         (mcs::request(server.metrics, None, "GET", "/readyz", &[]).status == 200).then_some(())
     });
@@ -206,6 +223,7 @@ fn start_and_serve_a_worker(kubeconfig: &std::path::Path, tokens: &std::path::Pa
 fn rbac_grants_exactly_the_calls_the_server_makes() {
     let api = ApiServer::start(Options::default());
     load_realistic_cluster(&api);
+    load_infrastructure(&api);
     pool_at(&api, "broken", "rendered-broken-missing");
     let tokens = token_dir();
     // A machine boots from this server and joins as a Node.
@@ -359,6 +377,7 @@ fn the_api_server_forbids_none_of_the_service_accounts_requests() {
     let api = ApiServer::start(Options::default());
     // The namespaces the manifests write into exist first, as in a cluster.
     load_realistic_cluster(&api);
+    load_infrastructure(&api);
     let deploy = mcs::repo().join("config/deploy");
     for manifest in ["serviceaccount.yaml", "rbac.yaml", "extras/rbac.yaml"] {
         if let Err(e) = api.load_yaml_file(deploy.join(manifest)) {

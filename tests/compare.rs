@@ -52,11 +52,15 @@ impl Run {
 
 /// `compare` on the fixture against `against`, with `extra` flags.
 fn compare(against: &str, extra: &[&str]) -> Run {
-    let base = fixture();
+    compare_on(&fixture(), against, extra)
+}
+
+/// `compare` on the bootstrap directory `base` against `against`, with `extra` flags.
+fn compare_on(base: &std::path::Path, against: &str, extra: &[&str]) -> Run {
     let output = Command::new(mcs::bin())
         .arg("compare")
         .arg("--server-basedir")
-        .arg(&base)
+        .arg(base)
         .arg("--bootstrap-kubeconfig")
         .arg(base.join("kubeconfig"))
         .args(["--against", against])
@@ -158,7 +162,11 @@ struct Answer {
 
 /// The recorded answers, keyed `(pool, spec)` (`none` for no Accept header).
 fn recorded() -> BTreeMap<(String, String), Answer> {
-    let dir = recorded_dir();
+    recorded_from(&recorded_dir())
+}
+
+/// The answers recorded in `dir` (its `answers.tsv`).
+fn recorded_from(dir: &std::path::Path) -> BTreeMap<(String, String), Answer> {
     let index = std::fs::read_to_string(dir.join("answers.tsv")).expect("answers.tsv");
     index
         .lines()
@@ -315,6 +323,42 @@ fn against_the_originals_recorded_answers_only_documented_deviations_differ() {
             "{agent}"
         );
     }
+}
+
+/// An original with upstream's PR #6124 (recorded once on `tests/fixtures/failure-reporting`)
+/// tells every machine where to report a first-boot failure: compared as it is, every answer
+/// differs and the report says which flag makes them the same; with that flag every answer is
+/// identical.
+#[test]
+fn against_pr_6124_the_flag_makes_every_answer_identical() {
+    let fixtures = mcs::repo().join("tests/fixtures/failure-reporting");
+    let base = fixtures.join("bootstrap");
+    let original =
+        RecordedOriginal::start(recorded_from(&fixtures.join("pr6124-89aa74a52/bootstrap")));
+    let run = compare_on(&base, &original.url(), &["--output", "json"]);
+    run.assert_code(1);
+    let report = run.json();
+    assert!(
+        verdicts(&report).values().all(|v| v == "different"),
+        "{report:#}"
+    );
+    let notes = report["notes"].to_string();
+    assert!(
+        notes.contains("/etc/machine-config-daemon/mcs-ca-bundle.crt")
+            && notes.contains("--advertise-failure-reporting"),
+        "{notes}"
+    );
+    let run = compare_on(
+        &base,
+        &original.url(),
+        &["--output", "json", "--advertise-failure-reporting"],
+    );
+    run.assert_code(0);
+    let report = run.json();
+    let verdicts = verdicts(&report);
+    assert_eq!(verdicts.len(), 16);
+    assert!(verdicts.values().all(|v| v == "identical"), "{verdicts:?}");
+    assert_eq!(report["notes"], serde_json::json!([]), "{report:#}");
 }
 
 /// `body` with the encapsulated MachineConfig's `spec.osImageURL` replaced, as an original

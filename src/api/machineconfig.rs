@@ -214,6 +214,11 @@ impl ControllerConfigSpec {
         decode_bytes_field(self.kube_api_server_serving_ca_data.as_deref())
     }
 
+    /// Decoded `rootCAData`; `None` when absent, null or empty.
+    pub fn root_ca(&self) -> Result<Option<Vec<u8>>, base64::DecodeError> {
+        decode_bytes_field(self.root_ca_data.as_deref())
+    }
+
     /// Decoded `cloudProviderCAData`; `None` when absent, null or empty.
     pub fn cloud_provider_ca(&self) -> Result<Option<Vec<u8>>, base64::DecodeError> {
         decode_bytes_field(self.cloud_provider_ca_data.as_deref())

@@ -6,6 +6,7 @@
 
 pub mod go_marshal;
 pub mod imagebuild;
+pub mod infrastructure;
 pub mod machineconfig;
 pub mod machineconfignode;
 pub mod node;
@@ -46,6 +47,10 @@ pub mod annotations {
     pub const STATE: &str = "machineconfiguration.openshift.io/state";
     pub const CURRENT_IMAGE: &str = "machineconfiguration.openshift.io/currentImage";
     pub const DESIRED_IMAGE: &str = "machineconfiguration.openshift.io/desiredImage";
+    /// This server's URL (`https://<host>:22623`), where the daemon of upstream's PR #6124
+    /// reports a first-boot failure (`POST /v1/node-failure`).
+    pub const MACHINE_CONFIG_SERVER_URL: &str =
+        "machineconfiguration.openshift.io/machineConfigServerURL";
     /// MachineConfig annotation naming an image chosen at install time (install-time image mode).
     pub const PRE_BUILT_IMAGE: &str = "machineconfiguration.openshift.io/pre-built-image";
     /// Value of [`STATE`] once a node has finished updating.

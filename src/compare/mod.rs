@@ -89,6 +89,7 @@ pub async fn run(flags: &CompareFlags, provider: CryptoProvider) -> Result<(), R
         )));
     }
     let mut rows = Vec::new();
+    let mut advertising = Advertising::default();
     for (pool, ask) in asks::matrix(&pools) {
         let ours = local::answer(&snapshot, loaded.ready, &pool, ask);
         let theirs = original.get(&pool, ask).await.map_err(|e| {
@@ -97,6 +98,7 @@ pub async fn run(flags: &CompareFlags, provider: CryptoProvider) -> Result<(), R
                 ask.label()
             ))
         })?;
+        advertising.add(&ours.body, &theirs.body);
         let machine_config = render::rendered_machine_config(&snapshot, &pool);
         let context = deviations::Context::new(ask, machine_config.as_deref());
         let verdict = verdict::classify(&ours, &theirs, &context);
@@ -120,6 +122,8 @@ pub async fn run(flags: &CompareFlags, provider: CryptoProvider) -> Result<(), R
         });
     }
     let summary = Summary::of(&rows);
+    let mut notes = loaded.notes;
+    notes.extend(advertising.note(flags.source.served.advertise_failure_reporting));
     let report = Report {
         mode: match snapshot.mode {
             Mode::Bootstrap => "bootstrap",
@@ -129,7 +133,7 @@ pub async fn run(flags: &CompareFlags, provider: CryptoProvider) -> Result<(), R
         against: flags.against.clone(),
         client_address: flags.client_address.map(|a| a.to_string()),
         user_agent: USER_AGENT,
-        notes: loaded.notes,
+        notes,
         rows,
         summary: summary.clone(),
     };
@@ -153,6 +157,44 @@ pub async fn run(flags: &CompareFlags, provider: CryptoProvider) -> Result<(), R
             summary.status,
             summary.different
         )))
+    }
+}
+
+/// Whether answers carry the root CA file of `--advertise-failure-reporting` on one side only:
+/// an original with upstream's PR #6124 serves it in every config, 7ff337a4f only where the
+/// MachineConfig has it.
+#[derive(Debug, Default)]
+struct Advertising {
+    /// Some answer of ours has it and the original's does not.
+    ours_only: bool,
+    /// Some answer of the original has it and ours does not.
+    theirs_only: bool,
+}
+
+impl Advertising {
+    fn add(&mut self, ours: &[u8], theirs: &[u8]) {
+        let has = |body: &[u8]| {
+            let path = render::MCS_CA_BUNDLE_PATH.as_bytes();
+            body.windows(path.len()).any(|w| w == path)
+        };
+        let (ours, theirs) = (has(ours), has(theirs));
+        self.ours_only |= ours && !theirs;
+        self.theirs_only |= theirs && !ours;
+    }
+
+    /// What to say when one side advertises failure reporting and the other does not.
+    fn note(&self, flag: bool) -> Option<String> {
+        match (self.ours_only, self.theirs_only) {
+            (false, true) if !flag => Some(format!(
+                "the original serves {} (it tells machines where to report first-boot failures, as upstream's PR #6124 does): compare again with --advertise-failure-reporting",
+                render::MCS_CA_BUNDLE_PATH
+            )),
+            (true, false) if flag => Some(format!(
+                "this server serves {} (--advertise-failure-reporting) and the original does not: compare without the flag to check what the original serves",
+                render::MCS_CA_BUNDLE_PATH
+            )),
+            _ => None,
+        }
     }
 }
 
@@ -204,4 +246,29 @@ fn print(text: &str) -> Result<(), RunError> {
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
         .map_err(|e| RunError::Other(anyhow::anyhow!("cannot print the report: {e}")))
+}
+
+#[cfg(test)]
+mod advertising_tests {
+    use super::*;
+
+    #[test]
+    fn a_note_when_only_one_side_serves_the_failure_report_ca() {
+        let with = format!("{{\"path\":\"{}\"}}", render::MCS_CA_BUNDLE_PATH);
+        let (with, without) = (with.as_bytes(), &b"{}"[..]);
+        let mut advertising = Advertising::default();
+        advertising.add(with, with);
+        assert_eq!(advertising.note(false), None);
+        advertising.add(without, with);
+        let note = advertising.note(false).expect("a note");
+        assert!(
+            note.contains("compare again with --advertise-failure-reporting"),
+            "{note}"
+        );
+        assert_eq!(advertising.note(true), None);
+        let mut advertising = Advertising::default();
+        advertising.add(with, without);
+        let note = advertising.note(true).expect("a note");
+        assert!(note.contains("compare without the flag"), "{note}");
+    }
 }

@@ -23,6 +23,7 @@ pub(super) async fn load_bootstrap(
         base_dir: base_dir.to_path_buf(),
         kubeconfig: flags.bootstrap_kubeconfig.clone(),
         registry_certs,
+        advertise_failure_reporting: flags.served.advertise_failure_reporting,
     };
     let snapshot = tokio::task::spawn_blocking(move || bootstrap::load_once(&settings))
         .await

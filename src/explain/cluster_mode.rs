@@ -34,11 +34,14 @@ pub(super) async fn load_cluster(
         }
         .into());
     }
-    let settings = ClusterSettings {
+    let mut settings = ClusterSettings {
         kubeconfig: flags.kubeconfig.clone(),
         bootstrap_token_dir: flags.bootstrap_token_dir.clone(),
         ..ClusterSettings::new(flags.apiserver_url.clone())
     };
+    if flags.served.advertise_failure_reporting {
+        settings.advertise_failure_reporting();
+    }
     let source_name = match &flags.kubeconfig {
         Some(path) => format!("kubeconfig {}", path.display()),
         None => "in-cluster configuration".to_string(),

@@ -146,6 +146,9 @@ pub struct Served {
     pub os_image_url: Option<String>,
     /// The `currentImage` node annotation, when the served annotations carry one.
     pub node_annotations_image: Option<String>,
+    /// The `machineConfigServerURL` node annotation (`--advertise-failure-reporting`, cluster
+    /// mode): where the machine's daemon reports a first-boot failure.
+    pub machine_config_server_url: Option<String>,
 }
 
 /// One served file: never its contents, only their size.
@@ -496,6 +499,7 @@ fn server_role(path: &str) -> Option<&'static str> {
         render::ENCAPSULATED_PATH => Some("encapsulated machine config"),
         render::KUBELET_CA_PATH => Some("kubelet CA"),
         render::CLOUD_PROVIDER_CA_PATH => Some("cloud provider CA"),
+        render::MCS_CA_BUNDLE_PATH => Some("failure-report CA"),
         _ => path
             .strip_prefix(render::REGISTRY_CERTS_DIR)
             .filter(|rest| rest.starts_with('/') && rest.ends_with("/ca.crt"))
@@ -557,6 +561,9 @@ pub fn describe_served(body: &[u8], original: &[(String, Option<Vec<u8>>)]) -> S
             .as_str()
             .map(str::to_string),
         node_annotations_image: node_annotations[annotations::CURRENT_IMAGE]
+            .as_str()
+            .map(str::to_string),
+        machine_config_server_url: node_annotations[annotations::MACHINE_CONFIG_SERVER_URL]
             .as_str()
             .map(str::to_string),
     }

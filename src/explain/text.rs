@@ -128,6 +128,19 @@ pub fn format_text(e: &Explanation) -> String {
                 .as_deref()
                 .unwrap_or("(none in the node annotations)"),
         );
+        let ca = served
+            .files
+            .iter()
+            .any(|f| f.path == crate::render::MCS_CA_BUNDLE_PATH);
+        let reports = match (&served.machine_config_server_url, ca) {
+            (Some(url), true) => format!("{url}/v1/node-failure, trusting the failure-report CA"),
+            (Some(url), false) => format!("{url}/v1/node-failure (no failure-report CA served)"),
+            (None, true) => {
+                "nowhere: the failure-report CA is served, no machineConfigServerURL".to_string()
+            }
+            (None, false) => "not told (--advertise-failure-reporting is off)".to_string(),
+        };
+        line("failure reports:", &reports);
     }
     for note in &e.notes {
         line("note:", note);

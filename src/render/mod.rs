@@ -1,8 +1,9 @@
 //! Pure render pipeline: (snapshot, pool, spec version) -> the exact bytes served.
 //!
 //! Steps, as the original server: pick the rendered MachineConfig, parse its Ignition config,
-//! migrate kernel arguments for specs below 3.3, write the ControllerConfig CA bundles, append
-//! the node files (annotations, kubeconfig, MC content, registry certs, encapsulated MC last),
+//! migrate kernel arguments for specs below 3.3, write the ControllerConfig CA bundles (with
+//! `--advertise-failure-reporting`, the root CA the daemon reports through too), append the
+//! node files (annotations, kubeconfig, MC content, registry certs, encapsulated MC last),
 //! translate to the requested spec and serialize. No I/O, no logging: errors are returned typed.
 
 pub mod layered;
@@ -15,6 +16,7 @@ use ignition_config::v3_5 as ign;
 
 use crate::api::go_marshal::{self, Origin};
 use crate::api::{annotations, MachineConfig};
+use crate::ignition::gojson::{self, Escaping, Keys};
 use crate::ignition::{self, dataurl, Config, ParseError, SpecVersion, TranslateError};
 use crate::snapshot::{Input, LayeredGate, LoadError, Mode, Snapshot};
 
@@ -114,6 +116,9 @@ pub const KUBELET_CA_PATH: &str = "/etc/kubernetes/kubelet-ca.crt";
 /// ControllerConfig `cloudProviderCAData` goes here.
 pub const CLOUD_PROVIDER_CA_PATH: &str =
     "/etc/kubernetes/static-pod-resources/configmaps/cloud-config/ca-bundle.pem";
+/// With `--advertise-failure-reporting`, ControllerConfig `rootCAData` goes here: the daemon
+/// of upstream's PR #6124 trusts it when it reports a first-boot failure to this server.
+pub const MCS_CA_BUNDLE_PATH: &str = "/etc/machine-config-daemon/mcs-ca-bundle.crt";
 /// Bootstrap `--bootstrap-certs name=file` are served below this directory.
 pub const REGISTRY_CERTS_DIR: &str = "/etc/docker/certs.d";
 /// Mode of every appended file (0644), as the original.
@@ -181,6 +186,10 @@ pub fn render(
     let mut machine_config = (*machine_config).clone();
     migrate_kernel_arguments(&mut config, &mut machine_config, version)?;
     add_controller_config_cas(snapshot, &mut config)?;
+    let server_url = snapshot
+        .failure_reporting
+        .as_ref()
+        .and_then(|reporting| reporting.server_url.as_deref());
     if let Some(decision) = &decision {
         machine_config.spec.os_image_url =
             layered::encapsulated_os_image_url(&machine_config, decision).to_string();
@@ -190,7 +199,7 @@ pub fn render(
     append_file(
         &mut config,
         NODE_ANNOTATIONS_PATH,
-        node_annotations(&name, node_image.as_deref()).as_bytes(),
+        &node_annotations(&name, node_image.as_deref(), server_url),
     );
     append_file(&mut config, KUBECONFIG_PATH, &snapshot.kubeconfig);
     let origin = origin(snapshot, &name);
@@ -355,7 +364,10 @@ fn migrate_kernel_arguments(
     Ok(())
 }
 
-/// Step 4: the ControllerConfig's CA bundles replace an existing file's contents or are appended.
+/// Step 4: the ControllerConfig's CA bundles replace an existing file's contents or are appended
+/// (a bundle that is empty or absent is neither): the kubelet's, the cloud provider's and, with
+/// `--advertise-failure-reporting` ([`crate::snapshot::FailureReporting`]), the root CA the daemon reports
+/// through (upstream's PR #6124 adds it there, after the other two).
 fn add_controller_config_cas(snapshot: &Snapshot, config: &mut Config) -> Result<(), RenderError> {
     let controller_config = match &snapshot.controller_config {
         Some(Ok(cc)) => cc,
@@ -384,6 +396,15 @@ fn add_controller_config_cas(snapshot: &Snapshot, config: &mut Config) -> Result
     }
     if let Some(data) = cloud_ca {
         replace_or_append_file(config, CLOUD_PROVIDER_CA_PATH, &data);
+    }
+    if snapshot.failure_reporting.is_some() {
+        let root_ca = controller_config
+            .spec
+            .root_ca()
+            .map_err(|e| invalid("rootCAData", e))?;
+        if let Some(data) = root_ca {
+            replace_or_append_file(config, MCS_CA_BUNDLE_PATH, &data);
+        }
     }
     Ok(())
 }
@@ -420,9 +441,14 @@ pub fn append_file(config: &mut Config, path: &str, contents: &[u8]) {
         .push(file);
 }
 
-/// The node annotations file: the config the node starts at, and the image when one is served.
-/// Keys are sorted, as Go marshals a map.
-pub fn node_annotations(rendered_config: &str, image: Option<&str>) -> String {
+/// The node annotations file: the config the node starts at, the image when one is served, and
+/// this server's URL when machines are told where to report a first-boot failure. Written as
+/// the original marshals its map: keys sorted, `clarketm/json`'s escaping.
+pub fn node_annotations(
+    rendered_config: &str,
+    image: Option<&str>,
+    server_url: Option<&str>,
+) -> Vec<u8> {
     let mut values = BTreeMap::from([
         (annotations::CURRENT_CONFIG, rendered_config),
         (annotations::DESIRED_CONFIG, rendered_config),
@@ -433,7 +459,18 @@ pub fn node_annotations(rendered_config: &str, image: Option<&str>) -> String {
         values.insert(annotations::CURRENT_IMAGE, image);
         values.insert(annotations::DESIRED_IMAGE, image);
     }
-    serde_json::to_string(&values).unwrap_or_default()
+    if let Some(url) = server_url {
+        values.insert(annotations::MACHINE_CONFIG_SERVER_URL, url);
+    }
+    let object = values
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), serde_json::Value::from(value)))
+        .collect();
+    gojson::to_vec(
+        &serde_json::Value::Object(object),
+        Escaping::Clarketm,
+        Keys::Sorted,
+    )
 }
 
 /// How the original's MachineConfig object came to be, which decides how it writes it into
@@ -559,5 +596,180 @@ mod readiness_tests {
             error.to_string(),
             "waiting for the MachineOSBuild, Service, Route, Node, MachineConfigNode caches to sync"
         );
+    }
+}
+
+#[cfg(test)]
+mod failure_reporting_tests {
+    use super::*;
+    use crate::snapshot::FailureReporting;
+    use serde_json::{json, Value};
+
+    const ROOT_CA: &[u8] = b"-----BEGIN CERTIFICATE-----\nROOT\n-----END CERTIFICATE-----\n";
+
+    fn base64(bytes: &[u8]) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+
+    /// A bootstrap snapshot of pool `master` whose rendered config has `files`.
+    fn snapshot(files: Value, root_ca: Option<&[u8]>) -> Snapshot {
+        let mut snapshot = Snapshot::empty(Mode::Bootstrap);
+        snapshot.generation = 1;
+        let pool = serde_json::from_value(json!({
+            "metadata": {"name": "master"},
+            "spec": {"configuration": {"name": "rendered-master-1"}},
+            "status": {"configuration": {"name": "rendered-master-1"}}
+        }))
+        .expect("pool");
+        snapshot.pools.insert("master".into(), Ok(Arc::new(pool)));
+        let machine_config = serde_json::from_value(json!({
+            "metadata": {"name": "rendered-master-1"},
+            "spec": {"config": {"ignition": {"version": "3.4.0"}, "storage": {"files": files}}}
+        }))
+        .expect("MachineConfig");
+        snapshot
+            .machine_configs
+            .insert("rendered-master-1".into(), Ok(Arc::new(machine_config)));
+        let controller_config = serde_json::from_value(json!({
+            "metadata": {"name": "machine-config-controller"},
+            "spec": {
+                "kubeAPIServerServingCAData": base64(b"KUBELET CA"),
+                "rootCAData": root_ca.map(base64),
+            }
+        }))
+        .expect("ControllerConfig");
+        snapshot.controller_config = Some(Ok(Arc::new(controller_config)));
+        snapshot
+    }
+
+    /// The served files, decoded, in order.
+    fn served(snapshot: &Snapshot, version: SpecVersion) -> Vec<(String, Vec<u8>)> {
+        let body = render(snapshot, "master", version).expect("rendered").body;
+        let config: Value = serde_json::from_slice(&body).expect("JSON");
+        config["storage"]["files"]
+            .as_array()
+            .expect("files")
+            .iter()
+            .map(|file| {
+                let source = file["contents"]["source"].as_str().expect("source");
+                (
+                    file["path"].as_str().expect("path").to_owned(),
+                    dataurl::decode(source).expect("data URL"),
+                )
+            })
+            .collect()
+    }
+
+    fn paths(files: &[(String, Vec<u8>)]) -> Vec<&str> {
+        files.iter().map(|(path, _)| path.as_str()).collect()
+    }
+
+    fn annotations(files: &[(String, Vec<u8>)]) -> Value {
+        let (_, data) = files
+            .iter()
+            .find(|(path, _)| path == NODE_ANNOTATIONS_PATH)
+            .expect("node annotations");
+        serde_json::from_slice(data).expect("annotations JSON")
+    }
+
+    #[test]
+    fn without_the_flag_nothing_is_added() {
+        let snapshot = snapshot(json!([]), Some(ROOT_CA));
+        let files = served(&snapshot, SpecVersion::V3_4);
+        assert!(!paths(&files).contains(&MCS_CA_BUNDLE_PATH));
+        assert!(annotations(&files)
+            .get(annotations::MACHINE_CONFIG_SERVER_URL)
+            .is_none());
+    }
+
+    #[test]
+    fn the_root_ca_is_appended_after_the_other_cas_and_before_the_node_files() {
+        let mut snapshot = snapshot(json!([]), Some(ROOT_CA));
+        snapshot.failure_reporting = Some(FailureReporting::default());
+        for version in [SpecVersion::V2_2, SpecVersion::V3_4] {
+            let files = served(&snapshot, version);
+            assert_eq!(
+                paths(&files),
+                [
+                    KUBELET_CA_PATH,
+                    MCS_CA_BUNDLE_PATH,
+                    NODE_ANNOTATIONS_PATH,
+                    KUBECONFIG_PATH,
+                    MACHINE_CONFIG_CONTENT_PATH,
+                    ENCAPSULATED_PATH
+                ],
+                "{version}"
+            );
+            assert_eq!(files[1].1, ROOT_CA);
+            // No URL: the annotation is absent, not empty.
+            assert!(annotations(&files)
+                .get(annotations::MACHINE_CONFIG_SERVER_URL)
+                .is_none());
+        }
+        let body = render(&snapshot, "master", SpecVersion::V3_4)
+            .expect("rendered")
+            .body;
+        let config: Value = serde_json::from_slice(&body).expect("JSON");
+        let file = &config["storage"]["files"][1];
+        assert_eq!(file["mode"], 420);
+        assert_eq!(file["overwrite"], true);
+        assert!(file["contents"]["source"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("data:,-----BEGIN%20CERTIFICATE-----%0AROOT")));
+    }
+
+    #[test]
+    fn a_machine_config_with_the_file_keeps_its_place_and_gets_the_root_ca() {
+        let mine = json!([
+            {"path": "/etc/motd", "contents": {"source": "data:,hi"}},
+            {"path": MCS_CA_BUNDLE_PATH, "mode": 384, "contents": {"source": "data:,mine"}}
+        ]);
+        let mut snapshot = snapshot(mine.clone(), Some(ROOT_CA));
+        snapshot.failure_reporting = Some(FailureReporting::default());
+        let files = served(&snapshot, SpecVersion::V3_4);
+        assert_eq!(
+            &paths(&files)[..3],
+            ["/etc/motd", MCS_CA_BUNDLE_PATH, KUBELET_CA_PATH]
+        );
+        assert_eq!(files[1].1, ROOT_CA);
+        assert_eq!(
+            paths(&files)
+                .iter()
+                .filter(|p| **p == MCS_CA_BUNDLE_PATH)
+                .count(),
+            1
+        );
+        // Its other fields are the MachineConfig's.
+        let body = render(&snapshot, "master", SpecVersion::V3_4)
+            .expect("rendered")
+            .body;
+        let config: Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(config["storage"]["files"][1]["mode"], 384);
+        // Without a root CA the MachineConfig's own contents stay, and nothing is appended.
+        let mut snapshot = self::snapshot(mine, None);
+        snapshot.failure_reporting = Some(FailureReporting::default());
+        let files = served(&snapshot, SpecVersion::V3_4);
+        assert_eq!(files[1], (MCS_CA_BUNDLE_PATH.to_owned(), b"mine".to_vec()));
+        let mut snapshot = self::snapshot(json!([]), None);
+        snapshot.failure_reporting = Some(FailureReporting::default());
+        assert!(!paths(&served(&snapshot, SpecVersion::V3_4)).contains(&MCS_CA_BUNDLE_PATH));
+    }
+
+    #[test]
+    fn the_url_is_a_node_annotation_written_as_go_writes_the_map() {
+        assert_eq!(
+            node_annotations("rendered-worker-1", None, Some("https://api-int.example.test:22623")),
+            br#"{"machineconfiguration.openshift.io/currentConfig":"rendered-worker-1","machineconfiguration.openshift.io/desiredConfig":"rendered-worker-1","machineconfiguration.openshift.io/firstPivotConfig":"rendered-worker-1","machineconfiguration.openshift.io/machineConfigServerURL":"https://api-int.example.test:22623","machineconfiguration.openshift.io/state":"Done"}"#
+        );
+        // clarketm's escaping of a host Go lets through.
+        let written = node_annotations("r", Some("i"), Some("https://a&b<c>:22623"));
+        let text = String::from_utf8(written).expect("UTF-8");
+        assert!(
+            text.contains(r#""https://a\u0026b\u003cc\u003e:22623""#),
+            "{text}"
+        );
+        assert!(text.find("currentImage") < text.find("machineConfigServerURL"));
+        assert!(text.find("machineConfigServerURL") < text.find("state"));
     }
 }

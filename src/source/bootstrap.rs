@@ -21,7 +21,9 @@ use tokio::sync::watch;
 
 use crate::api::{ControllerConfig, MachineConfig, MachineConfigPool};
 use crate::render::BOOTSTRAP_POOLS;
-use crate::snapshot::{FileTypeMeta, LoadError, Loaded, LoadedBytes, Mode, Snapshot};
+use crate::snapshot::{
+    FailureReporting, FileTypeMeta, LoadError, Loaded, LoadedBytes, Mode, Snapshot,
+};
 
 /// How often the base directory is checked for changes.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
@@ -35,6 +37,9 @@ pub struct BootstrapSettings {
     pub kubeconfig: PathBuf,
     /// `--bootstrap-certs name=file`, file relative to the base directory.
     pub registry_certs: Vec<(String, PathBuf)>,
+    /// `--advertise-failure-reporting`: every config also carries the root CA the daemon
+    /// reports through (no server URL: upstream's bootstrap server has none).
+    pub advertise_failure_reporting: bool,
 }
 
 /// Start-up failures (the original refuses to start without the kubeconfig).
@@ -231,6 +236,9 @@ fn load(
         ),
     }
     snapshot.kubeconfig = kubeconfig.clone();
+    snapshot.failure_reporting = settings
+        .advertise_failure_reporting
+        .then(FailureReporting::default);
     snapshot.registry_certs = settings
         .registry_certs
         .iter()

@@ -53,6 +53,7 @@ pub fn snapshot_of(base: &Path, mode: Mode) -> Snapshot {
         base_dir: base.to_path_buf(),
         kubeconfig: base.join("kubeconfig"),
         registry_certs: Vec::new(),
+        advertise_failure_reporting: false,
     };
     let mut snapshot = load_once(&settings).expect("the fixture loads");
     snapshot.mode = mode;

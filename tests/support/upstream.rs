@@ -47,6 +47,15 @@ pub fn crds_if_present() -> Option<PathBuf> {
     present_dir().map(|d| d.join("crds")).filter(|p| p.is_dir())
 }
 
+/// The real `config.openshift.io` CRDs the server reads (`crds-config/`: the Infrastructure, as
+/// the release payload ships it) when the upstream assets have them. Kept apart from `crds/`;
+/// every API server of the tests serves them beside whatever CRDs it is given.
+pub fn config_crds_if_present() -> Option<PathBuf> {
+    present_dir()
+        .map(|d| d.join("crds-config"))
+        .filter(|p| p.is_dir())
+}
+
 /// The bootstrap directory rendered by the original operator.
 pub fn realistic_fixture() -> PathBuf {
     part("fixtures/bootstrap-realistic")

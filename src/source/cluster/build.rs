@@ -18,7 +18,9 @@ use crate::api::{ControllerConfig, MachineConfig, MachineConfigPool};
 use crate::render::layered::{
     machine_config_node_render_digest, node_render_digest, registry_hosts,
 };
-use crate::snapshot::{Input, LayeredGate, LayeredInputs, LoadError, Mode, Snapshot};
+use crate::snapshot::{
+    FailureReporting, Input, LayeredGate, LayeredInputs, LoadError, Mode, Snapshot,
+};
 
 /// Name of the one ControllerConfig the server reads.
 pub const CONTROLLER_CONFIG_NAME: &str = "machine-config-controller";
@@ -41,6 +43,9 @@ pub struct ClusterObjects {
     pub synced: BTreeSet<Input>,
     /// The layered gate this identity's rights allow.
     pub gate: LayeredGate,
+    /// `--advertise-failure-reporting`, as far as the rights and the Infrastructure allow
+    /// (`None`: the original's answers).
+    pub failure_reporting: Option<FailureReporting>,
 }
 
 /// A 128-bit hash of the identity of every cached object (kind, namespace/name, version), in a
@@ -185,6 +190,7 @@ impl ClusterObjects {
         // What has synced and the gate change what renders answer (503, the layered gate).
         out.add(("synced", &self.synced));
         out.add(("gate", self.gate));
+        out.add(("failure_reporting", &self.failure_reporting));
         add_versions(out, "machineconfigpools", &self.pools);
         add_versions(out, "machineconfigs", &self.machine_configs);
         add_versions(out, "controllerconfigs", &self.controller_configs);
@@ -269,6 +275,7 @@ pub fn build_snapshot(
             gate: objects.gate,
         },
         synced: objects.synced.clone(),
+        failure_reporting: objects.failure_reporting.clone(),
     }
 }
 
@@ -432,6 +439,15 @@ mod tests {
         let snapshot = build_snapshot(&c, Arc::from(&b""[..]), 1);
         assert_eq!(snapshot.layered.gate, LayeredGate::PoolUpdatedMachineCount);
         assert!(snapshot.synced.contains(&Input::Nodes));
+        // So is what served configs tell machines about failure reports.
+        let mut d = base();
+        d.failure_reporting = Some(FailureReporting {
+            server_url: Some("https://api-int.example.test:22623".into()),
+        });
+        assert_ne!(render(&a), render(&d));
+        assert_ne!(a.fingerprint(), d.fingerprint());
+        let snapshot = build_snapshot(&d, Arc::from(&b""[..]), 1);
+        assert_eq!(snapshot.failure_reporting, d.failure_reporting);
     }
 
     #[test]

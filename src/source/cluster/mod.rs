@@ -17,6 +17,7 @@
 //! serve, or write to the cluster (the MachineConfigNode publisher does that with [`ClusterSource::client`]).
 
 pub mod build;
+pub mod failure_reporting;
 pub mod kubeconfig;
 pub mod lenient;
 pub mod log_once;
@@ -40,6 +41,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use self::build::{build_snapshot, problems, Fingerprint, RenderDigests};
+use self::failure_reporting::Advertisement;
 use self::kubeconfig::{read_token_dir, KubeconfigInputs};
 pub use self::log_once::ReasonLog;
 pub use self::observe::{ApiReachability, ClusterObserver, NoopObserver};
@@ -89,6 +91,11 @@ impl ClusterSettings {
             rights: RightsSettings::default(),
             list_interval: DEFAULT_LIST_INTERVAL,
         }
+    }
+
+    /// `--advertise-failure-reporting`: asks for the feature (and its right).
+    pub fn advertise_failure_reporting(&mut self) {
+        self.requirements = self.requirements.clone().advertising_failure_reporting();
     }
 }
 
@@ -177,6 +184,17 @@ pub async fn start(
     };
     let (caches, mut tasks) = watches::spawn_all(&client, &ctx);
     tasks.push(rights_task);
+    let advertisement = if settings
+        .requirements
+        .requests(Feature::AdvertiseFailureReporting)
+    {
+        let (advertisement, task) =
+            failure_reporting::start(client.clone(), rights.clone(), shutdown_rx.clone());
+        tasks.push(task);
+        advertisement
+    } else {
+        failure_reporting::off()
+    };
 
     let (snapshots_tx, snapshots) = watch::channel(Arc::new(Snapshot::empty(Mode::Cluster)));
     let (ready_tx, ready) = watch::channel(false);
@@ -184,6 +202,7 @@ pub async fn start(
         caches,
         sync: ctx.sync.clone(),
         rights: rights.clone(),
+        advertisement,
         settings,
         observer,
         problems: ReasonLog::default(),
@@ -261,6 +280,9 @@ struct Builder {
     caches: Caches,
     sync: Arc<SyncTracker>,
     rights: Rights,
+    /// What served configs tell machines about failure reports; nothing is published while it
+    /// is pending.
+    advertisement: watch::Receiver<Advertisement>,
     settings: ClusterSettings,
     observer: Arc<dyn ClusterObserver>,
     /// Build-time problems (and the kubeconfig's), each logged once per state.
@@ -302,9 +324,11 @@ impl Builder {
     async fn run(mut self, changed: Arc<Notify>, mut shutdown: watch::Receiver<bool>) {
         let started = tokio::time::Instant::now();
         let mut warned_unsynced = false;
+        let mut warned_undecided = false;
         let mut poll = tokio::time::interval(self.settings.token_poll_interval);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut grants = self.rights.subscribe();
+        let mut advertisement = self.advertisement.clone();
         loop {
             let caches_changed = tokio::select! {
                 _ = shutdown.changed() => break,
@@ -316,6 +340,7 @@ impl Builder {
                 }
                 // The layered gate follows the rights.
                 _ = grants.changed() => true,
+                changed = advertisement.changed() => changed.is_ok(),
                 _ = poll.tick() => false,
             };
             self.dirty |= caches_changed;
@@ -332,14 +357,29 @@ impl Builder {
                 }
                 continue;
             }
+            if self.advertisement.borrow().reporting().is_none() {
+                if !warned_undecided && started.elapsed() >= SYNC_WARNING_AFTER {
+                    warned_undecided = true;
+                    warn!("--advertise-failure-reporting: the rights probe (or the Infrastructure read) has not answered yet; /config answers 503 until it has");
+                }
+                continue;
+            }
             self.refresh(synced).await;
         }
     }
 
     /// Re-reads the token directory and, when anything changed, publishes a new snapshot.
     async fn refresh(&mut self, synced: BTreeSet<Input>) {
+        let Some(failure_reporting) = self.advertisement.borrow().reporting() else {
+            return;
+        };
         let gate = layered_gate(&self.rights.current());
-        let objects = self.dirty.then(|| self.caches.objects(&synced, gate));
+        let objects_of = |caches: &Caches| {
+            let mut objects = caches.objects(&synced, gate);
+            objects.failure_reporting = failure_reporting.clone();
+            objects
+        };
+        let objects = self.dirty.then(|| objects_of(&self.caches));
         let config_map_ca = match &objects {
             Some(objects) => objects.config_map_ca(),
             None => self.inputs.as_ref().and_then(|i| i.config_map_ca.clone()),
@@ -356,7 +396,7 @@ impl Builder {
         let Some(kubeconfig) = self.kubeconfig.clone() else {
             return;
         };
-        let objects = objects.unwrap_or_else(|| self.caches.objects(&synced, gate));
+        let objects = objects.unwrap_or_else(|| objects_of(&self.caches));
         self.dirty = false;
 
         let fingerprint = objects.fingerprint();

@@ -142,7 +142,7 @@ fn log_changes(before: &Grants, after: &Grants) {
                     feature.describe()
                 )
             }
-            FeatureState::Unknown => {}
+            FeatureState::Unknown | FeatureState::NotRequested { .. } => {}
             FeatureState::Disabled { missing } => info!(
                 feature = feature.as_str(),
                 missing = %missing.join(", "),

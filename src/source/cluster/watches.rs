@@ -97,6 +97,8 @@ impl Caches {
             routes: state(&self.routes, Input::RegistryRoutes, synced),
             synced: synced.clone(),
             gate,
+            // Not a cache: the builder sets it.
+            failure_reporting: None,
         };
         objects.sort();
         objects

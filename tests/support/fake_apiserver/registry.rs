@@ -141,7 +141,24 @@ impl Registry {
             })
             .collect();
         let crds = match crd_dir {
-            Some(dir) => load_crd_dir(dir)?,
+            Some(dir) => {
+                let mut crds = load_crd_dir(dir)?;
+                // The Infrastructure the server reads is served beside any CRD directory: the
+                // release payload's CRD with the upstream assets, else the derived one.
+                let config = match crate::upstream::config_crds_if_present() {
+                    Some(config) => load_crd_dir(&config)?,
+                    None => derived_config_crds(),
+                };
+                for def in config {
+                    if crds
+                        .iter()
+                        .all(|c| (&c.group, &c.plural) != (&def.group, &def.plural))
+                    {
+                        crds.push(def);
+                    }
+                }
+                crds
+            }
             None => derived_crds().to_vec(),
         };
         resources.extend(
@@ -309,6 +326,7 @@ fn group_json(group: &str, versions: &[String]) -> Value {
 pub fn derived_crds() -> &'static [ResourceDef] {
     use kube::CustomResourceExt;
     use machine_config_server::api::imagebuild::{MachineOSBuild, MachineOSConfig, Route};
+    use machine_config_server::api::infrastructure::Infrastructure;
     use machine_config_server::api::machineconfignode::MachineConfigNode;
     use machine_config_server::api::{ControllerConfig, MachineConfig, MachineConfigPool};
     static CRDS: OnceLock<Vec<ResourceDef>> = OnceLock::new();
@@ -321,6 +339,7 @@ pub fn derived_crds() -> &'static [ResourceDef] {
             MachineOSBuild::crd(),
             MachineOSConfig::crd(),
             Route::crd(),
+            Infrastructure::crd(),
         ]
         .iter()
         .map(|crd| {
@@ -337,13 +356,28 @@ pub fn derived_crds() -> &'static [ResourceDef] {
     })
 }
 
+/// The derived CRDs of the `config.openshift.io` kinds the server reads (the Infrastructure).
+fn derived_config_crds() -> Vec<ResourceDef> {
+    derived_crds()
+        .iter()
+        .filter(|def| def.group == "config.openshift.io")
+        .cloned()
+        .collect()
+}
+
 /// The real OpenShift CRDs (upstream tier, `MCS_UPSTREAM_ASSETS`; for `#[tier(upstream)]`
-/// tests), parsed once per test binary.
+/// tests), `crds/` and `crds-config/` (the Infrastructure), parsed once per test binary.
 pub fn real_crds() -> &'static [ResourceDef] {
     static CRDS: OnceLock<Vec<ResourceDef>> = OnceLock::new();
     CRDS.get_or_init(|| {
         let dir = crate::upstream::crds();
-        load_crd_dir(&dir).unwrap_or_else(|e| panic!("the real CRDs: {e}"))
+        let mut crds = load_crd_dir(&dir).unwrap_or_else(|e| panic!("the real CRDs: {e}"));
+        if let Some(config) = crate::upstream::config_crds_if_present() {
+            crds.extend(
+                load_crd_dir(&config).unwrap_or_else(|e| panic!("the real config CRDs: {e}")),
+            );
+        }
+        crds
     })
 }
 

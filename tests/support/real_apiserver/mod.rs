@@ -76,13 +76,18 @@ pub struct RealApiServer {
 
 impl RealApiServer {
     /// Starts etcd and kube-apiserver, waits for `/readyz`, loads every CRD of `crd_dir`
-    /// (without the Route CRD unless `routes`) and waits until they are Established and served.
+    /// (without the Route CRD unless `routes`) and the upstream assets' `config.openshift.io`
+    /// CRDs (the Infrastructure, [`crate::upstream::config_crds_if_present`]), and waits until
+    /// they are Established and served.
     pub fn start(assets: &Assets, crd_dir: &Path, routes: bool) -> Result<Self, String> {
         let mut last = String::new();
         for _ in 0..3 {
             match Self::start_once(assets) {
                 Ok(server) => {
                     server.load_crds(crd_dir, routes)?;
+                    if let Some(config) = crate::upstream::config_crds_if_present() {
+                        server.load_crds(&config, routes)?;
+                    }
                     return Ok(server);
                 }
                 // kube-apiserver exited before it was ready, e.g. because another process took

@@ -788,7 +788,6 @@ pub fn run(knobs: &Knobs) -> Result<Outcome, String> {
             output_tail,
         });
     }
-    let mut marks = marks;
     marks.balancer = haproxy
         .state_changes()
         .into_iter()
