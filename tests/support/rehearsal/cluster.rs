@@ -33,6 +33,9 @@ pub const WORKER_NEXT: &str = "rendered-worker-rehearsal-next";
 /// The layered pool's second build and its image.
 pub const BUILD_NEXT: &str = "layered-worker-build-rehearsal";
 pub const IMAGE_NEXT: &str = "image-registry.example.com/openshift-machine-config-operator/layered-worker@sha256:2222222222222222222222222222222222222222222222222222222222222222";
+/// The cluster's internal API host (the Infrastructure's): the name the development
+/// certificate of the replicas carries, so a machine checks it as it checks `api-int`.
+pub const REPORT_HOST: &str = "localhost";
 
 /// Names of what the cluster serves before the day starts.
 #[derive(Clone, Debug)]
@@ -148,6 +151,41 @@ pub fn load(api: &ApiServer) -> Result<Before, String> {
                                "readyMachineCount": count}}),
         )
         .map_err(|e| format!("pool {}: {e}", pool.name()))?;
+    }
+    // Where a failing machine reports (upstream PR #6124, served with
+    // `--advertise-failure-reporting`): the Infrastructure's internal API host, here the name
+    // the development certificate carries, and the cluster's root CA (which signed it).
+    let infrastructure = json!({
+        "apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
+        "metadata": {"name": "cluster"},
+        "spec": {"platformSpec": {"type": "AWS"}}
+    });
+    api.create(&infrastructure)
+        .map_err(|e| format!("Infrastructure: {e}"))?;
+    api.merge_patch(
+        "Infrastructure",
+        None,
+        "cluster",
+        &json!({"status": {
+            "apiServerInternalURI": format!("https://{REPORT_HOST}:6443"),
+            "apiServerURL": format!("https://{REPORT_HOST}:6443"),
+            "controlPlaneTopology": "HighlyAvailable", "infrastructureTopology": "HighlyAvailable",
+            "cpuPartitioning": "None", "etcdDiscoveryDomain": "", "infrastructureName": "rehearsal",
+            "platform": "AWS", "platformStatus": {"type": "AWS", "aws": {"region": "us-east-1"}}
+        }}),
+    )
+    .map_err(|e| format!("Infrastructure status: {e}"))?;
+    let root_ca = std::fs::read(crate::mcs::repo().join("certs/ca.crt"))
+        .map_err(|e| format!("certs/ca.crt: {e}"))?;
+    {
+        use base64::Engine as _;
+        api.merge_patch(
+            "ControllerConfig",
+            None,
+            "machine-config-controller",
+            &json!({"spec": {"rootCAData": base64::engine::general_purpose::STANDARD.encode(root_ca)}}),
+        )
+        .map_err(|e| format!("ControllerConfig rootCAData: {e}"))?;
     }
     // The rendered config the worker pool will move to: the same config under a new name, as
     // the operator renders one when a MachineConfig changes.

@@ -104,11 +104,55 @@ pub async fn fetch_config(
     with_retries(machine, balancer, t0, give_up, request).await
 }
 
+/// Where the machine-config daemon of a machine served `served` reports a first-boot
+/// failure, as upstream PR #6124's daemon decides it: the `machineConfigServerURL` annotation
+/// of its config, over TLS trusting only the CA bundle its config carried. The URL's host must
+/// be the name the replicas' certificate carries; its port (22623, the balancer's) stands for
+/// the balancer's TLS frontend here.
+pub fn report_target(served: &super::Served, balancer: &Balancer) -> Result<Balancer, String> {
+    use rustls::pki_types::pem::PemObject as _;
+    let url = served
+        .report_url
+        .as_deref()
+        .ok_or("its config has no machineConfigServerURL")?;
+    let host = url
+        .strip_prefix("https://")
+        .and_then(|rest| rest.split(':').next())
+        .ok_or(format!(
+            "machineConfigServerURL {url:?} is not https://HOST:PORT"
+        ))?;
+    if host != super::cluster::REPORT_HOST {
+        return Err(format!("machineConfigServerURL {url:?} names another host"));
+    }
+    let ca = served
+        .report_ca
+        .as_deref()
+        .ok_or("its config has no mcs-ca-bundle.crt")?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca) {
+        let cert = cert.map_err(|e| format!("mcs-ca-bundle.crt: {e}"))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("mcs-ca-bundle.crt: {e}"))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Balancer {
+        tls: balancer.tls,
+        plain: balancer.tls,
+        client_config: Arc::new(config),
+    })
+}
+
 /// The machine-config daemon's first-boot failure report (`POST /v1/node-failure`, upstream
-/// PR #6124), with the same retry rule.
+/// PR #6124) to `target` ([`report_target`]), over TLS, with the same retry rule.
 pub async fn report_failure(
     machine: &Machine,
-    balancer: &Balancer,
+    target: &Balancer,
     t0: Instant,
     give_up: Instant,
     image: &str,
@@ -128,7 +172,12 @@ pub async fn report_failure(
         )
         .into_bytes()
     };
-    with_retries(machine, balancer, t0, give_up, request).await
+    // The daemon speaks TLS whatever port the machine's Ignition used.
+    let daemon = Machine {
+        client: Client::Tls,
+        ..machine.clone()
+    };
+    with_retries(&daemon, target, t0, give_up, request).await
 }
 
 async fn with_retries(

@@ -272,16 +272,25 @@ pub struct Served {
     pub rendered_config: String,
     pub image: Option<String>,
     pub spec: String,
+    /// Where the machine's daemon reports a first-boot failure
+    /// (`machineConfigServerURL`), and the CA it trusts for it
+    /// (`/etc/machine-config-daemon/mcs-ca-bundle.crt`), when the config says.
+    pub report_url: Option<String>,
+    pub report_ca: Option<Vec<u8>>,
 }
 
 impl Served {
     /// Reads a served Ignition config (any spec): its `node-annotations.json`.
     pub fn read(config: &Value, at: Duration) -> Option<Served> {
         let spec = config["ignition"]["version"].as_str()?.to_string();
-        let annotations = crate::mcs::served_files(config)
-            .into_iter()
-            .find(|(path, _)| path == "/etc/machine-config-daemon/node-annotations.json")?
-            .1;
+        let files = crate::mcs::served_files(config);
+        let file = |path: &str| {
+            files
+                .iter()
+                .find(|(p, _)| p == path)
+                .map(|(_, data)| data.clone())
+        };
+        let annotations = file("/etc/machine-config-daemon/node-annotations.json")?;
         let annotations: Value = serde_json::from_slice(&annotations).ok()?;
         Some(Served {
             at,
@@ -290,6 +299,10 @@ impl Served {
                 .as_str()
                 .map(str::to_string),
             spec,
+            report_url: annotations["machineconfiguration.openshift.io/machineConfigServerURL"]
+                .as_str()
+                .map(str::to_string),
+            report_ca: file(machine_config_server::render::MCS_CA_BUNDLE_PATH),
         })
     }
 }
@@ -395,6 +408,8 @@ fn replica_args(kubeconfig: &std::path::Path, tokens: &std::path::Path) -> Vec<S
         tokens.display().to_string(),
         "--proxy-protocol-from".into(),
         format!("{}/32", plan::BALANCER_ADDRESS),
+        // Tell machines where and how to report a first-boot failure (upstream PR #6124).
+        "--advertise-failure-reporting".into(),
     ]
 }
 
@@ -912,7 +927,18 @@ async fn live_machine(
         let image = served.image.clone().unwrap_or_else(|| {
             "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:3333333333333333333333333333333333333333333333333333333333333333".into()
         });
-        run.report = Some(machine::report_failure(&plan, &balancer, t0, give_up, &image).await);
+        // The daemon reports where its config told it, trusting the CA its config carried;
+        // a config that told it nothing leaves the failure untold.
+        match machine::report_target(&served, &balancer) {
+            Ok(target) => {
+                run.report =
+                    Some(machine::report_failure(&plan, &target, t0, give_up, &image).await);
+            }
+            Err(why) => {
+                run.trouble = Some(format!("cannot report its failure: {why}"));
+                run.report = Some(Exchange::default());
+            }
+        }
         if plan.fate == Fate::FailsForGood {
             return run;
         }

@@ -518,7 +518,13 @@ fn firstboot_failures(facts: &Facts) -> Verdict {
         let name = &run.plan.name;
         match run.report.as_ref().and_then(|r| r.final_status()) {
             Some(202) => accepted += 1,
-            other => wrong.push(format!("{name}: report answered {other:?}")),
+            other => wrong.push(format!(
+                "{name}: report answered {other:?}{}",
+                run.trouble
+                    .as_deref()
+                    .map(|t| format!(" ({t})"))
+                    .unwrap_or_default()
+            )),
         }
         let events = events_per_machine.get(name).copied().unwrap_or(0);
         if events != 1 {
@@ -573,8 +579,12 @@ fn firstboot_failures(facts: &Facts) -> Verdict {
         "every first-boot failure told once, cleared where it booted again",
         wrong.is_empty(),
         format!(
-            "{accepted} of {} reports accepted, {} FirstbootFailed Events, {cleared} of {second_boot} MCNs carry the failure cleared after a second boot{}",
+            "{accepted} of {} reports accepted (sent where their configs said, {}, trusting the CA bundle they carried), {} FirstbootFailed Events, {cleared} of {second_boot} MCNs carry the failure cleared after a second boot{}",
             failing.len(),
+            failing
+                .iter()
+                .find_map(|m| m.served.as_ref()?.report_url.clone())
+                .unwrap_or_else(|| "nowhere".into()),
             facts.firstboot_events.len(),
             if wrong.is_empty() { String::new() } else { format!(" [{}]", list(&wrong)) }
         ),
