@@ -371,7 +371,13 @@ fn draw(facts: &Facts, series: &Series, path: &PathBuf) -> Result<(), Box<dyn st
             });
     }
     let top_y = machines + machines / 10;
-    for (index, (at, label)) in marks.iter().enumerate() {
+    // Each label on the highest level where it does not run into the previous one (the plot
+    // is about 1300 px wide; a character of the labels' font about 8 px).
+    let seconds_per_char = x_end / (1300.0 / 8.0);
+    let mut level_ends: Vec<f64> = Vec::new();
+    let mut sorted = marks.clone();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (at, label) in &sorted {
         // The balancer's view in grey, the day's events in red; labels on six levels so that
         // close events stay readable.
         let color = if label.starts_with("balancer") {
@@ -383,10 +389,20 @@ fn draw(facts: &Facts, series: &Series, path: &PathBuf) -> Result<(), Box<dyn st
             vec![(*at, 0usize), (*at, top_y)],
             color.mix(0.6).stroke_width(1),
         ))?;
-        let y = top_y.saturating_sub((index % 6) * (top_y / 18).max(1));
+        let start = *at + 0.3;
+        let level = level_ends
+            .iter()
+            .position(|end| *end < start)
+            .unwrap_or(level_ends.len());
+        let end = start + label.len() as f64 * seconds_per_char;
+        match level_ends.get_mut(level) {
+            Some(slot) => *slot = end,
+            None => level_ends.push(end),
+        }
+        let y = top_y.saturating_sub(level * (top_y / 18).max(1));
         chart.draw_series(std::iter::once(Text::new(
             label.clone(),
-            (*at + 0.3, y),
+            (start, y),
             ("sans-serif", 13).into_font().color(&color),
         )))?;
     }
