@@ -470,13 +470,14 @@ fn leader(api: &ApiServer, replicas: &[Replica]) -> Option<usize> {
 /// Runs the day with `knobs` and judges it. `Err` when the harness itself could not run (a
 /// missing tool, a replica that never started); a server that misbehaves is a `FAIL` verdict.
 pub fn run(knobs: &Knobs) -> Result<Outcome, String> {
-    if !std::path::Path::new(crate::haproxy::HAPROXY).exists() {
+    let missing = |tool: &str| !std::path::Path::new(tool).exists();
+    if missing(crate::haproxy::HAPROXY) {
         return Err(format!(
             "{} is missing: install Debian's haproxy",
             crate::haproxy::HAPROXY
         ));
     }
-    if knobs.real_ignition && !std::path::Path::new(machine::IGNITION).exists() {
+    if knobs.real_ignition && missing(machine::IGNITION) {
         return Err(format!(
             "{} is missing: install Debian's ignition, or set MCS_REHEARSAL_REAL_IGNITION=0",
             machine::IGNITION
@@ -496,73 +497,13 @@ pub fn run(knobs: &Knobs) -> Result<Outcome, String> {
     };
     eprintln!("rehearsal: API server: {api_name}");
     let before = cluster::load(&api)?;
-    let foreign_mcns: BTreeMap<String, Value> = before
-        .nodes
-        .iter()
-        .filter_map(|(name, _)| Some((name.clone(), api.get("MachineConfigNode", None, name)?)))
+    let foreign_mcns: BTreeMap<String, Value> = mcns_by_name(&api)
+        .into_iter()
+        .filter(|(name, _)| before.nodes.iter().any(|(node, _)| node == name))
         .collect();
-
-    // The replicas, each through its own fault proxy, on ports the balancer knows.
     let tokens = crate::cluster::token_dir();
-    let mut replicas = Vec::new();
-    for index in 0..REPLICAS {
-        let proxy = FaultProxy::start(api.kubeconfig_file());
-        let args = replica_args(proxy.kubeconfig_file(), tokens.path());
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let env = replica_env(index, knobs.lease);
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let mut started = None;
-        for _ in 0..5 {
-            match Server::start_on_binary(knobs.binary.as_deref(), Ports::free(), &args, &env) {
-                Ok(server) => {
-                    started = Some(server);
-                    break;
-                }
-                Err(output) if output.contains("cannot listen") => continue,
-                Err(output) => return Err(format!("replica {index} did not start:\n{output}")),
-            }
-        }
-        let server = started.ok_or(format!("replica {index} found no free ports"))?;
-        replicas.push(Replica {
-            name: replica_name(index),
-            server,
-            proxy,
-        });
-    }
-    for replica in &replicas {
-        replica
-            .server
-            .wait_every_pool_ready(Duration::from_secs(60));
-    }
-    let haproxy = Haproxy::balance(
-        &[
-            Balance {
-                backends: replicas.iter().map(|r| r.server.secure).collect(),
-                check: Check::Https,
-            },
-            Balance {
-                backends: replicas.iter().map(|r| r.server.insecure).collect(),
-                check: Check::Http,
-            },
-        ],
-        Header::V2,
-        IpAddr::V4(plan::BALANCER_ADDRESS),
-    );
-    let balancer = Balancer {
-        tls: haproxy.frontends[0],
-        plain: haproxy.frontends[1],
-        client_config: crate::mcs::dev_ca_client(),
-    };
-    // Every replica healthy behind the balancer before the first machine.
-    crate::mcs::poll(
-        "the balancer's first answer",
-        Duration::from_secs(30),
-        || {
-            crate::mcs::try_request(balancer.plain, None, "GET", "/healthz", &[])
-                .ok()
-                .filter(|r| r.status == 200)
-        },
-    );
+    let replicas = start_replicas(&api, knobs, tokens.path())?;
+    let (haproxy, balancer) = start_balancer(&replicas);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
@@ -572,141 +513,32 @@ pub fn run(knobs: &Knobs) -> Result<Outcome, String> {
     let stop = StopFlag::new();
     let _stop_on_exit = stop.set_on_drop();
     let t0 = Instant::now();
-    let window = knobs.burst + knobs.trickle;
-    let give_up = t0 + window + knobs.deadline;
-
-    // The monitor: when each machine's MCN first shows its bootstrap record.
-    let mcn_complete: Arc<Mutex<BTreeMap<String, Duration>>> = Arc::default();
-    let monitor = {
-        let api = api.clone();
-        let stop = stop.clone();
-        let seen = mcn_complete.clone();
-        std::thread::spawn(move || {
-            while !stop.is_set() {
-                for mcn in api.list("MachineConfigNode") {
-                    let name = mcn["metadata"]["name"].as_str().unwrap_or_default();
-                    if crate::cluster::mcn_annotation(&mcn, "bootstrap-served-at").is_some() {
-                        seen.lock()
-                            .unwrap()
-                            .entry(name.to_string())
-                            .or_insert_with(|| t0.elapsed());
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(250));
-            }
+    let give_up = t0 + knobs.burst + knobs.trickle + knobs.deadline;
+    let (monitor, mcn_complete) = watch_mcn_records(api.clone(), stop.clone(), t0);
+    let tasks: Vec<_> = plan
+        .into_iter()
+        .map(|machine| {
+            let (api, balancer, before) = (api.clone(), balancer.clone(), before.clone());
+            runtime.spawn(live_machine(machine, api, balancer, before, t0, give_up))
         })
-    };
+        .collect();
 
-    // The machines.
-    let mut tasks = Vec::new();
-    for machine in plan.clone() {
-        let api = api.clone();
-        let balancer = balancer.clone();
-        let before = before.clone();
-        tasks.push(
-            runtime.spawn(async move {
-                live_machine(machine, api, balancer, before, t0, give_up).await
-            }),
-        );
-    }
-
-    // The cluster's day, on this thread.
-    let mut marks = Marks::default();
-    let mut replicas_runs: Vec<(Option<Scrape>, Option<Duration>, Option<Duration>)> =
-        vec![(None, None, None); REPLICAS];
-    let wait_until = |offset: Duration| {
-        let at = t0 + offset;
-        let now = Instant::now();
-        if at > now {
-            std::thread::sleep(at - now);
-        }
+    // The cluster's day, on this thread, while the machines live theirs.
+    let mut day = Day {
+        api: &api,
+        before: &before,
+        replicas,
+        t0,
+        marks: Marks::default(),
+        kills: vec![Kill::default(); REPLICAS],
+        killed: None,
+        brownout_began: Duration::ZERO,
     };
-    let timed = |f: &dyn Fn() -> Result<(), String>| -> Result<(Duration, Duration), String> {
-        let began = t0.elapsed();
-        f()?;
-        Ok((began, t0.elapsed()))
-    };
-    let mut steps: Vec<(Duration, &str)> = vec![
-        (script.build_starts, "build starts"),
-        (script.rollout, "rollout"),
-        (script.build_succeeds, "build succeeds"),
-        (script.worker_proof, "worker proof"),
-        (script.layered_proof, "layered proof"),
-    ];
-    if let Some(kill) = script.kill {
-        steps.push((kill, "kill"));
-        steps.push((kill + script.restart_after, "restart"));
-    }
-    if let Some(brownout) = script.brownout {
-        steps.push((brownout.at, "brownout"));
-        steps.push((brownout.at + brownout.length, "brownout ends"));
-    }
-    steps.sort_by_key(|(at, _)| *at);
-    let mut killed: Option<usize> = None;
-    let mut brownout_began = Duration::ZERO;
-    for (at, step) in steps {
-        wait_until(at);
-        match step {
-            "build starts" => {
-                cluster::start_build(&api, &before.layered)?;
-                marks.build_started = Some(t0.elapsed());
-            }
-            "rollout" => marks.rollout = Some(timed(&|| cluster::start_worker_rollout(&api))?),
-            "build succeeds" => {
-                marks.build_succeeded = Some(timed(&|| cluster::build_succeeds(&api))?)
-            }
-            "worker proof" => {
-                marks.worker_proof = Some(timed(&|| {
-                    cluster::prove_worker_rollout(&api, "worker-0", &before.worker)
-                })?)
-            }
-            "layered proof" => {
-                marks.layered_proof = Some(timed(&|| {
-                    cluster::prove_image(&api, "layered-0", &before.layered, &before.image)
-                })?)
-            }
-            "kill" => {
-                let victim = leader(&api, &replicas).unwrap_or(1);
-                let before_kill = scrape(&replicas[victim].server, t0.elapsed());
-                replicas[victim].server.kill();
-                let at = t0.elapsed();
-                eprintln!(
-                    "rehearsal: SIGKILL {} at {:.1} s",
-                    replicas[victim].name,
-                    at.as_secs_f64()
-                );
-                marks.kill = Some(at);
-                replicas_runs[victim].0 = before_kill;
-                replicas_runs[victim].1 = Some(at);
-                killed = Some(victim);
-            }
-            "restart" => {
-                if let Some(victim) = killed {
-                    replicas[victim]
-                        .server
-                        .restart()
-                        .map_err(|e| format!("{} did not restart: {e}", replicas[victim].name))?;
-                    let at = t0.elapsed();
-                    marks.restarted = Some(at);
-                    replicas_runs[victim].2 = Some(at);
-                }
-            }
-            "brownout" => {
-                if let Some(brownout) = script.brownout {
-                    for replica in &replicas {
-                        replica.proxy.set(Fault::Latency(brownout.latency));
-                    }
-                    brownout_began = t0.elapsed();
-                }
-            }
-            "brownout ends" => {
-                for replica in &replicas {
-                    replica.proxy.set(Fault::None);
-                }
-                marks.brownout = Some((brownout_began, t0.elapsed()));
-            }
-            _ => unreachable!("{step}"),
+    for (at, event) in script.events() {
+        if let Some(wait) = (t0 + at).checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
         }
+        day.play(event)?;
     }
 
     // Every machine done (served, joined, reported), then every MCN settled.
@@ -722,87 +554,20 @@ pub fn run(knobs: &Knobs) -> Result<Outcome, String> {
     })?;
     let storm = t0.elapsed();
     let settle_started = Instant::now();
-    let expected: Vec<String> = machines
-        .iter()
-        .filter(|m| m.joined.is_some() && m.served.is_some())
-        .map(|m| m.plan.name.clone())
-        .collect();
-    let failures_expected = machines
-        .iter()
-        .filter(|m| m.plan.fate == Fate::FailsThenJoins && m.joined.is_some())
-        .map(|m| m.plan.name.clone())
-        .collect::<Vec<_>>();
-    crate::mcs::poll_every(
-        Duration::from_millis(250),
-        (give_up + Duration::from_secs(1)).saturating_duration_since(Instant::now()),
-        || {
-            let mcns: BTreeMap<String, Value> = api
-                .list("MachineConfigNode")
-                .into_iter()
-                .map(|m| {
-                    (
-                        m["metadata"]["name"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_string(),
-                        m,
-                    )
-                })
-                .collect();
-            let complete = expected.iter().all(|name| {
-                mcns.get(name).is_some_and(|m| {
-                    crate::cluster::mcn_annotation(m, "bootstrap-served-at").is_some()
-                })
-            });
-            let failures = failures_expected.iter().all(|name| {
-                mcns.get(name).is_some_and(|m| {
-                    crate::cluster::mcn_annotation(m, "firstboot-failure-stage").is_some()
-                        || crate::cluster::mcn_annotation(m, "firstboot-failure-cleared-at")
-                            .is_some()
-                })
-            });
-            (complete && failures).then_some(())
-        },
-    );
+    wait_for_mcns(&api, &machines, give_up + Duration::from_secs(1));
     // A moment for what is still on its way (a clearing, a last Event, the records' flush).
     std::thread::sleep(Duration::from_secs(2));
     let settle_wait = settle_started.elapsed();
     stop.set();
     let _ = monitor.join();
 
-    let mut replica_runs = Vec::new();
-    for (index, replica) in replicas.iter().enumerate() {
-        let (before_kill, killed_at, restarted_at) = replicas_runs[index].clone();
-        let end = scrape(&replica.server, t0.elapsed()).unwrap_or_default();
-        let writes = replica
-            .proxy
-            .log()
-            .into_iter()
-            .filter_map(|logged| {
-                let kind = verdict::WriteKind::of(&logged.method, &logged.uri)?;
-                Some(ApiWrite {
-                    at: logged.at.saturating_duration_since(t0),
-                    kind,
-                    status: logged.status,
-                    method: logged.method,
-                    uri: logged.uri,
-                })
-            })
-            .collect();
-        let output = replica.server.output();
-        let tail: Vec<&str> = output.lines().rev().take(40).collect();
-        let output_tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
-        replica_runs.push(ReplicaRun {
-            name: replica.name.clone(),
-            before_kill,
-            end,
-            killed_at,
-            restarted_at,
-            writes,
-            output,
-            output_tail,
-        });
-    }
+    let Day {
+        replicas,
+        mut marks,
+        kills,
+        ..
+    } = day;
+    let replica_runs = replica_runs(&replicas, &kills, t0);
     marks.balancer = haproxy
         .state_changes()
         .into_iter()
@@ -812,19 +577,6 @@ pub fn run(knobs: &Knobs) -> Result<Outcome, String> {
         .connections()
         .into_iter()
         .map(|c| (c.seen.saturating_duration_since(t0), c))
-        .collect();
-    let mcns = api
-        .list("MachineConfigNode")
-        .into_iter()
-        .map(|m| {
-            (
-                m["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-                m,
-            )
-        })
         .collect();
     let firstboot_events = api
         .list("events.events.k8s.io")
@@ -847,7 +599,7 @@ pub fn run(knobs: &Knobs) -> Result<Outcome, String> {
         marks,
         replicas: replica_runs,
         connections,
-        mcns,
+        mcns: mcns_by_name(&api),
         foreign_mcns,
         firstboot_events,
         records,
@@ -865,6 +617,294 @@ pub fn run(knobs: &Knobs) -> Result<Outcome, String> {
         verdicts,
         written,
     })
+}
+
+/// Every MachineConfigNode by name.
+fn mcns_by_name(api: &ApiServer) -> BTreeMap<String, Value> {
+    api.list("MachineConfigNode")
+        .into_iter()
+        .map(|m| {
+            let name = m["metadata"]["name"].as_str().unwrap_or_default();
+            (name.to_string(), m)
+        })
+        .collect()
+}
+
+/// The replicas, each through a fault proxy of its own, on free ports the balancer learns,
+/// every pool ready.
+fn start_replicas(
+    api: &ApiServer,
+    knobs: &Knobs,
+    tokens: &std::path::Path,
+) -> Result<Vec<Replica>, String> {
+    let mut replicas = Vec::new();
+    for index in 0..REPLICAS {
+        let proxy = FaultProxy::start(api.kubeconfig_file());
+        let args = replica_args(proxy.kubeconfig_file(), tokens);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let env = replica_env(index, knobs.lease);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let mut started = None;
+        for _ in 0..5 {
+            match Server::start_on_binary(knobs.binary.as_deref(), Ports::free(), &args, &env) {
+                Ok(server) => {
+                    started = Some(server);
+                    break;
+                }
+                // Another process took a free port first: other ports.
+                Err(output) if output.contains("cannot listen") => continue,
+                Err(output) => return Err(format!("replica {index} did not start:\n{output}")),
+            }
+        }
+        let server = started.ok_or(format!("replica {index} found no free ports"))?;
+        replicas.push(Replica {
+            name: replica_name(index),
+            server,
+            proxy,
+        });
+    }
+    for replica in &replicas {
+        replica
+            .server
+            .wait_every_pool_ready(Duration::from_secs(60));
+    }
+    Ok(replicas)
+}
+
+/// haproxy in front of both serving ports of every replica, answering once every replica is
+/// in.
+fn start_balancer(replicas: &[Replica]) -> (Haproxy, Balancer) {
+    let haproxy = Haproxy::balance(
+        &[
+            Balance {
+                backends: replicas.iter().map(|r| r.server.secure).collect(),
+                check: Check::Https,
+            },
+            Balance {
+                backends: replicas.iter().map(|r| r.server.insecure).collect(),
+                check: Check::Http,
+            },
+        ],
+        Header::V2,
+        IpAddr::V4(plan::BALANCER_ADDRESS),
+    );
+    let balancer = Balancer {
+        tls: haproxy.frontends[0],
+        plain: haproxy.frontends[1],
+        client_config: crate::mcs::dev_ca_client(),
+    };
+    crate::mcs::poll(
+        "the balancer's first answer",
+        Duration::from_secs(30),
+        || {
+            crate::mcs::try_request(balancer.plain, None, "GET", "/healthz", &[])
+                .ok()
+                .filter(|r| r.status == 200)
+        },
+    );
+    (haproxy, balancer)
+}
+
+/// A thread noting when each MCN first shows a bootstrap record, until `stop`.
+fn watch_mcn_records(
+    api: Arc<ApiServer>,
+    stop: StopFlag,
+    t0: Instant,
+) -> (
+    std::thread::JoinHandle<()>,
+    Arc<Mutex<BTreeMap<String, Duration>>>,
+) {
+    let seen: Arc<Mutex<BTreeMap<String, Duration>>> = Arc::default();
+    let noted = seen.clone();
+    let thread = std::thread::spawn(move || {
+        while !stop.is_set() {
+            for (name, mcn) in mcns_by_name(&api) {
+                if crate::cluster::mcn_annotation(&mcn, "bootstrap-served-at").is_some() {
+                    noted
+                        .lock()
+                        .unwrap()
+                        .entry(name)
+                        .or_insert_with(|| t0.elapsed());
+                }
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    });
+    (thread, seen)
+}
+
+/// Waits (until `deadline`) for the MCN of every machine that joined to carry its bootstrap
+/// record, and of every machine that joined on a second boot its failure.
+fn wait_for_mcns(api: &ApiServer, machines: &[MachineRun], deadline: Instant) {
+    let joined = |fate: Option<Fate>| -> Vec<String> {
+        machines
+            .iter()
+            .filter(|m| m.joined.is_some() && m.served.is_some())
+            .filter(|m| fate.is_none_or(|f| m.plan.fate == f))
+            .map(|m| m.plan.name.clone())
+            .collect()
+    };
+    let (expected, failed) = (joined(None), joined(Some(Fate::FailsThenJoins)));
+    let has = |mcn: &Value, key: &str| crate::cluster::mcn_annotation(mcn, key).is_some();
+    crate::mcs::poll_every(
+        Duration::from_millis(250),
+        deadline.saturating_duration_since(Instant::now()),
+        || {
+            let mcns = mcns_by_name(api);
+            let complete = expected.iter().all(|name| {
+                mcns.get(name)
+                    .is_some_and(|m| has(m, "bootstrap-served-at"))
+            });
+            let told = failed.iter().all(|name| {
+                mcns.get(name).is_some_and(|m| {
+                    has(m, "firstboot-failure-stage") || has(m, "firstboot-failure-cleared-at")
+                })
+            });
+            (complete && told).then_some(())
+        },
+    );
+}
+
+/// What happened to one replica's process: its figures just before a SIGKILL, and when it was
+/// killed and started again.
+#[derive(Clone, Debug, Default)]
+struct Kill {
+    before: Option<Scrape>,
+    killed_at: Option<Duration>,
+    restarted_at: Option<Duration>,
+}
+
+/// The cluster's side of the day as it is played.
+struct Day<'a> {
+    api: &'a ApiServer,
+    before: &'a cluster::Before,
+    replicas: Vec<Replica>,
+    t0: Instant,
+    marks: Marks,
+    kills: Vec<Kill>,
+    killed: Option<usize>,
+    brownout_began: Duration,
+}
+
+impl Day<'_> {
+    fn now(&self) -> Duration {
+        self.t0.elapsed()
+    }
+
+    /// `f`, and when it began and ended.
+    fn timed(
+        &self,
+        f: impl FnOnce() -> Result<(), String>,
+    ) -> Result<Option<(Duration, Duration)>, String> {
+        let began = self.now();
+        f()?;
+        Ok(Some((began, self.now())))
+    }
+
+    fn play(&mut self, event: plan::Event) -> Result<(), String> {
+        use plan::Event;
+        let (api, before) = (self.api, self.before);
+        match event {
+            Event::BuildStarts => {
+                cluster::start_build(api, &before.layered)?;
+                self.marks.build_started = Some(self.now());
+            }
+            Event::Rollout => {
+                self.marks.rollout = self.timed(|| cluster::start_worker_rollout(api))?;
+            }
+            Event::BuildSucceeds => {
+                self.marks.build_succeeded = self.timed(|| cluster::build_succeeds(api))?;
+            }
+            Event::WorkerProof => {
+                self.marks.worker_proof =
+                    self.timed(|| cluster::prove_worker_rollout(api, "worker-0", &before.worker))?;
+            }
+            Event::LayeredProof => {
+                self.marks.layered_proof = self.timed(|| {
+                    cluster::prove_image(api, "layered-0", &before.layered, &before.image)
+                })?;
+            }
+            Event::Kill => {
+                // The Lease holder: the replica whose death costs the most.
+                let victim = leader(api, &self.replicas).unwrap_or(1);
+                let scraped = scrape(&self.replicas[victim].server, self.now());
+                self.replicas[victim].server.kill();
+                let at = self.now();
+                eprintln!(
+                    "rehearsal: SIGKILL {} at {:.1} s",
+                    self.replicas[victim].name,
+                    at.as_secs_f64()
+                );
+                self.marks.kill = Some(at);
+                self.kills[victim].before = scraped;
+                self.kills[victim].killed_at = Some(at);
+                self.killed = Some(victim);
+            }
+            Event::Restart => {
+                if let Some(victim) = self.killed {
+                    let replica = &mut self.replicas[victim];
+                    replica
+                        .server
+                        .restart()
+                        .map_err(|e| format!("{} did not restart: {e}", replica.name))?;
+                    let at = self.now();
+                    self.marks.restarted = Some(at);
+                    self.kills[victim].restarted_at = Some(at);
+                }
+            }
+            Event::Brownout(latency) => {
+                for replica in &self.replicas {
+                    replica.proxy.set(Fault::Latency(latency));
+                }
+                self.brownout_began = self.now();
+            }
+            Event::BrownoutEnds => {
+                for replica in &self.replicas {
+                    replica.proxy.set(Fault::None);
+                }
+                self.marks.brownout = Some((self.brownout_began, self.now()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Each replica's figures, API writes and output at the end.
+fn replica_runs(replicas: &[Replica], kills: &[Kill], t0: Instant) -> Vec<ReplicaRun> {
+    replicas
+        .iter()
+        .zip(kills)
+        .map(|(replica, kill)| {
+            let writes = replica
+                .proxy
+                .log()
+                .into_iter()
+                .filter_map(|logged| {
+                    let kind = verdict::WriteKind::of(&logged.method, &logged.uri)?;
+                    Some(ApiWrite {
+                        at: logged.at.saturating_duration_since(t0),
+                        kind,
+                        status: logged.status,
+                        method: logged.method,
+                        uri: logged.uri,
+                    })
+                })
+                .collect();
+            let output = replica.server.output();
+            let tail: Vec<&str> = output.lines().rev().take(40).collect();
+            let output_tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
+            ReplicaRun {
+                name: replica.name.clone(),
+                before_kill: kill.before.clone(),
+                end: scrape(&replica.server, t0.elapsed()).unwrap_or_default(),
+                killed_at: kill.killed_at,
+                restarted_at: kill.restarted_at,
+                writes,
+                output,
+                output_tail,
+            }
+        })
+        .collect()
 }
 
 /// One machine's life: it powers on, fetches its config (as Ignition, or as Debian's real

@@ -178,6 +178,43 @@ pub struct Brownout {
     pub length: Duration,
 }
 
+/// One thing the cluster does during the storm.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Event {
+    BuildStarts,
+    Rollout,
+    BuildSucceeds,
+    WorkerProof,
+    LayeredProof,
+    Kill,
+    Restart,
+    Brownout(Duration),
+    BrownoutEnds,
+}
+
+impl Script {
+    /// The script as events in the order they happen.
+    pub fn events(&self) -> Vec<(Duration, Event)> {
+        let mut events = vec![
+            (self.build_starts, Event::BuildStarts),
+            (self.rollout, Event::Rollout),
+            (self.build_succeeds, Event::BuildSucceeds),
+            (self.worker_proof, Event::WorkerProof),
+            (self.layered_proof, Event::LayeredProof),
+        ];
+        if let Some(kill) = self.kill {
+            events.push((kill, Event::Kill));
+            events.push((kill + self.restart_after, Event::Restart));
+        }
+        if let Some(brownout) = self.brownout {
+            events.push((brownout.at, Event::Brownout(brownout.latency)));
+            events.push((brownout.at + brownout.length, Event::BrownoutEnds));
+        }
+        events.sort_by_key(|(at, _)| *at);
+        events
+    }
+}
+
 /// Machine `index`'s address, from 127.20.0.1 on (the balancer has its own,
 /// [`BALANCER_ADDRESS`]).
 pub fn machine_address(index: usize) -> Ipv4Addr {
@@ -397,6 +434,21 @@ mod tests {
     #[test]
     fn the_script_keeps_its_order_at_any_size() {
         let script = script(&Knobs::default());
+        let events: Vec<Event> = script.events().into_iter().map(|(_, e)| e).collect();
+        assert_eq!(
+            events,
+            [
+                Event::BuildStarts,
+                Event::Rollout,
+                Event::BuildSucceeds,
+                Event::Kill,
+                Event::Restart,
+                Event::WorkerProof,
+                Event::LayeredProof,
+                Event::Brownout(Duration::from_millis(400)),
+                Event::BrownoutEnds,
+            ]
+        );
         assert!(script.build_starts < script.rollout);
         assert!(script.rollout < script.build_succeeds);
         assert!(script.build_succeeds < script.kill.unwrap());
