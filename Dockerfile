@@ -15,6 +15,8 @@ RUN curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs \
 ENV PATH=/root/.cargo/bin:${PATH}
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
+# Build settings (jemalloc's options, compiled in).
+COPY .cargo ./.cargo
 COPY src ./src
 COPY benches ./benches
 # The workspace's other members (Cargo.toml `[workspace] members`: the test support crates and

@@ -52,6 +52,8 @@ struct Knobs {
     storm: usize,
     count_changes: usize,
     max_writes_per_second: Option<String>,
+    /// Stop after the first-config phase (its table only): memory work without the rest.
+    first_config_only: bool,
 }
 
 impl Knobs {
@@ -76,6 +78,7 @@ impl Knobs {
             storm: num("MCS_SCALE_STORM", storm),
             count_changes: num("MCS_SCALE_COUNT_CHANGES", 3),
             max_writes_per_second: std::env::var("MCS_SCALE_MCN_WRITES_PER_SECOND").ok(),
+            first_config_only: num("MCS_SCALE_FIRST_CONFIG_ONLY", 0) == 1,
         }
     }
 }
@@ -157,12 +160,22 @@ impl Backend {
 fn main() -> ExitCode {
     let quick = std::env::args().any(|a| a == "--quick");
     match run(Knobs::from_env(quick)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(Verdict::Met) => ExitCode::SUCCESS,
+        Ok(Verdict::Missed(rows)) => {
+            eprintln!("scale: missed: {}", rows.join("; "));
+            ExitCode::FAILURE
+        }
         Err(e) => {
             eprintln!("scale: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether every row met its target (the exit status: 1 when one missed).
+enum Verdict {
+    Met,
+    Missed(Vec<String>),
 }
 
 /// One row of the result table.
@@ -196,6 +209,20 @@ impl Table {
         });
     }
 
+    fn verdict(&self) -> Verdict {
+        let missed: Vec<String> = self
+            .rows
+            .iter()
+            .filter(|r| r.verdict == "MISS")
+            .map(|r| r.figure.clone())
+            .collect();
+        if missed.is_empty() {
+            Verdict::Met
+        } else {
+            Verdict::Missed(missed)
+        }
+    }
+
     fn markdown(&self) -> String {
         let mut out =
             String::from("| figure | ours | target | pass/miss | note |\n|---|---|---|---|---|\n");
@@ -215,7 +242,7 @@ fn loadavg() -> String {
         .unwrap_or_default()
 }
 
-fn run(knobs: Knobs) -> Result<(), String> {
+fn run(knobs: Knobs) -> Result<Verdict, String> {
     let load_before = loadavg();
     let started = Instant::now();
     let backend = Backend::from_env()?;
@@ -235,6 +262,11 @@ fn run(knobs: Knobs) -> Result<(), String> {
 
     let mut first_config = Table::default();
     measure_first_config(&backend, &cluster, &mut first_config)?;
+    if knobs.first_config_only {
+        print_heading(&backend, &cluster, &knobs, &load_before, load_time, started);
+        print!("{}", first_config.markdown());
+        return Ok(first_config.verdict());
+    }
 
     let run = RunFacts {
         load_before,
@@ -317,7 +349,7 @@ fn measure_first_config(
     };
     let mut starters = vec![
         Starter {
-            label: "this server, under the MCO's ClusterRole",
+            label: OURS_UNDER_MCO,
             bin: ours.clone(),
             args: our_args(&mco_kubeconfig),
         },
@@ -344,16 +376,18 @@ fn measure_first_config(
         ),
     }
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); starters.len()];
+    let mut memory: Vec<Vec<Memory>> = vec![Vec::new(); starters.len()];
     let every_pool: Vec<String> = cluster.pools.iter().map(|p| p.name.clone()).collect();
     let mut answers: Vec<Answers> = vec![Vec::new(); starters.len()];
     for round in 0..FIRST_CONFIG_ROUNDS {
         for (i, (starter, samples)) in starters.iter().zip(&mut times).enumerate() {
-            // The answers are compared once, after the first cold start.
-            let compare = if round == 0 { &every_pool[..] } else { &[] };
-            let (time, fetched) = first_config(starter, &pool, compare)?;
-            samples.push(time);
+            // Every start serves every pool at both specs (the memory is taken after them);
+            // the answers are compared once, after the first cold start.
+            let started = first_config(starter, &pool, &every_pool)?;
+            samples.push(started.time);
+            memory[i].push(started.memory);
             if round == 0 {
-                answers[i] = fetched;
+                answers[i] = started.answers;
             }
         }
     }
@@ -399,7 +433,7 @@ fn measure_first_config(
     let go = (starters.len() == 3).then(|| medians[0]);
     for (i, (starter, samples)) in starters.iter().zip(&times).enumerate() {
         let all: Vec<String> = samples.iter().map(|d| ms(*d)).collect();
-        let under_mco = starter.label == "this server, under the MCO's ClusterRole";
+        let under_mco = starter.label == OURS_UNDER_MCO;
         let (target, pass) = match go {
             Some(go) if under_mco => ("<= the original's", Some(medians[i] <= go)),
             _ => ("info", None),
@@ -412,7 +446,92 @@ fn measure_first_config(
             format!("median of {} starts ({} ms)", samples.len(), all.join(", ")),
         );
     }
+    // Memory after serving every pool, beside the original's: the figure an operator sizes
+    // the DaemonSet's requests and limits by. The target row is this server under the same
+    // rights as the original (the same watches, the same work).
+    let memory: Vec<Memory> = memory.iter().map(|m| Memory::median(m)).collect();
+    let go_memory = (starters.len() == 3).then(|| memory[0]);
+    for (i, starter) in starters.iter().enumerate() {
+        let (target, pass) = match go_memory {
+            Some(go) if starter.label == OURS_UNDER_MCO => (
+                "<= the original's",
+                Some(memory[i].resident <= go.resident && memory[i].peak <= go.peak),
+            ),
+            _ => ("info", None),
+        };
+        table.add(
+            &format!("resident / peak memory after the first configs: {}", starter.label),
+            format!(
+                "{} / {} MB",
+                mb(memory[i].resident),
+                mb(memory[i].peak)
+            ),
+            target,
+            pass,
+            format!(
+                "VmRSS {MEMORY_SETTLE:?} after serving every pool at spec 2.2 and 3.4 / VmHWM since start; median of {} starts",
+                FIRST_CONFIG_ROUNDS
+            ),
+        );
+    }
     Ok(())
+}
+
+/// The label of the first-config starter whose memory and first config are held against the
+/// original's.
+const OURS_UNDER_MCO: &str = "this server, under the MCO's ClusterRole";
+
+/// How long a server rests after its first configs before its resident memory is read.
+const MEMORY_SETTLE: Duration = Duration::from_secs(2);
+
+/// A process's resident memory at rest and its peak, in KiB.
+#[derive(Clone, Copy, Debug, Default)]
+struct Memory {
+    resident: u64,
+    peak: u64,
+}
+
+impl Memory {
+    /// `VmRSS` and `VmHWM` of process `pid` now.
+    fn of(pid: u32) -> Memory {
+        Memory {
+            resident: proc_status_kb(pid, "VmRSS"),
+            peak: proc_status_kb(pid, "VmHWM"),
+        }
+    }
+
+    /// The median of each figure over `samples`.
+    fn median(samples: &[Memory]) -> Memory {
+        let median = |mut values: Vec<u64>| {
+            values.sort_unstable();
+            values
+                .get(values.len().saturating_sub(1) / 2)
+                .copied()
+                .unwrap_or(0)
+        };
+        Memory {
+            resident: median(samples.iter().map(|m| m.resident).collect()),
+            peak: median(samples.iter().map(|m| m.peak).collect()),
+        }
+    }
+}
+
+/// KiB as MB with one decimal (the comparison with the original is within a few MB).
+fn mb(kib: u64) -> String {
+    format!("{:.1}", kib as f64 / 1024.0)
+}
+
+/// A `kB` field of `/proc/PID/status` (`VmRSS`, `VmHWM`), 0 when unreadable.
+fn proc_status_kb(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 /// SIGTERM, then SIGKILL if `child` has not exited within `grace`.
@@ -450,13 +569,19 @@ type Answers = Vec<(String, &'static str, u16, Vec<u8>)>;
 /// The Accept headers the answers are compared at: spec 2.2 (none) and what Ignition 2.20 asks.
 const COMPARED_ACCEPTS: [&str; 2] = ["", ACCEPT];
 
-/// Starts `starter` cold and times its first 200 for `/config/<pool>`; then, when `compare`
-/// names pools, fetches each at [`COMPARED_ACCEPTS`] (the process is killed after).
-fn first_config(
-    starter: &Starter,
-    pool: &str,
-    compare: &[String],
-) -> Result<(Duration, Answers), String> {
+/// What one cold start of a server gave.
+struct ColdStart {
+    /// From process start to the first 200 for the timed pool.
+    time: Duration,
+    /// Every compared pool's answers.
+    answers: Answers,
+    /// Its memory after those answers ([`MEMORY_SETTLE`] later).
+    memory: Memory,
+}
+
+/// Starts `starter` cold and times its first 200 for `/config/<pool>`; then fetches each pool
+/// of `compare` at [`COMPARED_ACCEPTS`] and reads its memory (the process is stopped after).
+fn first_config(starter: &Starter, pool: &str, compare: &[String]) -> Result<ColdStart, String> {
     let (secure, insecure) = (mcs::free_port(), mcs::free_port());
     let certs = mcs::repo().join("certs");
     let started = Instant::now();
@@ -507,12 +632,18 @@ fn first_config(
             }
         }
     }
+    std::thread::sleep(MEMORY_SETTLE);
+    let memory = Memory::of(child.id());
     // Stopped as a DaemonSet rollout stops a pod (SIGTERM, then SIGKILL after a grace period),
     // so that the publisher's lease is released and the next server takes it at once.
     stop_gracefully(&mut child, Duration::from_secs(10));
-    let served = served
+    let time = served
         .ok_or_else(|| format!("{}: no 200 for /config/{pool} within 120 s", starter.label))?;
-    Ok((served, answers))
+    Ok(ColdStart {
+        time,
+        answers,
+        memory,
+    })
 }
 
 fn measure_all<'scope, 'env>(
@@ -522,7 +653,7 @@ fn measure_all<'scope, 'env>(
     knobs: &Knobs,
     run: &RunFacts,
     mut table: Table,
-) -> Result<(), String> {
+) -> Result<Verdict, String> {
     let RunFacts {
         load_before,
         started,
@@ -698,6 +829,20 @@ fn measure_all<'scope, 'env>(
     server.check_alive()?;
     drop(server);
 
+    print_heading(backend, cluster, knobs, load_before, *load_time, *started);
+    print!("{}", table.markdown());
+    Ok(table.verdict())
+}
+
+/// The two lines above the table: what ran where, and the machine's load.
+fn print_heading(
+    backend: &Backend,
+    cluster: &Cluster,
+    knobs: &Knobs,
+    load_before: &str,
+    load_time: Duration,
+    started: Instant,
+) {
     println!(
         "machine-config-server at scale, {}, {} cores, {}; {} Nodes ({} without an MCN at start), {} pools x {} rendered MachineConfigs, {} layered pools",
         utc_now(),
@@ -715,8 +860,6 @@ fn measure_all<'scope, 'env>(
         load_time.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
-    print!("{}", table.markdown());
-    Ok(())
 }
 
 fn ms(d: Duration) -> String {
@@ -948,6 +1091,11 @@ impl Cluster {
             }
         }
         backend.put(&cc)?;
+        // The registry's namespace first: the in-test API server, as a real one with its
+        // admission plugins, refuses an object in a namespace that does not exist.
+        backend.put(&json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "openshift-image-registry"}
+        }))?;
         backend.put(&json!({
             "apiVersion": "v1", "kind": "Service",
             "metadata": {"name": "image-registry", "namespace": "openshift-image-registry"},
@@ -1385,15 +1533,7 @@ impl ServerProcess {
 
     /// `VmHWM` or `VmRSS` in KiB.
     fn rss_kb(&self, field: &str) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with(field))
-                    .and_then(|l| l.split_whitespace().nth(1))
-                    .and_then(|v| v.parse().ok())
-            })
-            .unwrap_or(0)
+        proc_status_kb(self.pid(), field)
     }
 
     /// utime + stime in clock ticks.

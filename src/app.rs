@@ -646,17 +646,22 @@ async fn serve_until_shutdown(
     ))];
     type TlsConfigs = Option<watch::Receiver<Arc<rustls::ServerConfig>>>;
     // The PROXY protocol applies to the serving ports only, never to the admin listener.
-    let mut serve = |socket: TcpListener, name: &str, tls: TlsConfigs, router: Router, proxy| {
+    let mut serve = |socket: TcpListener, name: &str, tls: TlsConfigs, service, proxy| {
         log_listening(&socket, name, tls.is_some());
         tasks.push(tokio::spawn(listener::serve(
             socket,
             tls,
-            router,
+            service,
             limits.clone(),
             proxy,
             metrics.clone(),
             wait_for(shutdown.clone()),
         )));
+    };
+    // The serving ports' connections count for the group commit's early writes.
+    let public = listener::Service {
+        router: routers.public.clone(),
+        commit: Some(routers.state.served.commit().clone()),
     };
     let mut reloader = None;
     if let Some((socket, tls)) = listeners.secure {
@@ -664,7 +669,7 @@ async fn serve_until_shutdown(
             socket,
             "secure",
             Some(tls.subscribe()),
-            routers.public.clone(),
+            public.clone(),
             proxy_protocol.clone(),
         );
         reloader = Some(tls);
@@ -674,13 +679,13 @@ async fn serve_until_shutdown(
             socket,
             "insecure",
             None,
-            routers.public.clone(),
+            public.clone(),
             proxy_protocol.clone(),
         );
     }
     if let Some(socket) = listeners.admin {
         // The same hardened accept loop as the serving ports (timeouts, connection cap).
-        serve(socket, "metrics", None, routers.admin.clone(), None);
+        serve(socket, "metrics", None, routers.admin.clone().into(), None);
     }
     // Until shutdown: the listeners return once drained.
     for task in tasks {

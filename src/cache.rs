@@ -30,6 +30,12 @@
 //!   one at a time, the payloads that were being served, so the first machine asking after a
 //!   change does not wait for a render. A failed prewarm is not stored (the first request renders
 //!   again and is logged and counted like any failure); a newer generation stops it.
+//! - **Renders queue for the cores.** At most [`render_parallelism`] renders run at once; the
+//!   others wait for a permit (on the runtime, not on a blocking thread). A render is CPU work
+//!   whose transient memory is several times its body (the config parsed, translated and written
+//!   out), so twenty pools asked for at once on two cores, rendered side by side, held twenty of
+//!   those at the same moment (the cluster rows' peak, benches/README.md "Where the memory
+//!   goes") and finished no sooner than one after another: each waited for all of them.
 //! - **No lock across `.await`.** One `std::sync::Mutex` guards the map; it is held only for
 //!   a hash lookup or an insert, never while rendering or waiting.
 
@@ -37,7 +43,7 @@ use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 
 use crate::ignition::SpecVersion;
 use crate::render::{RenderError, Rendered};
@@ -114,6 +120,16 @@ pub struct CacheStats {
 #[derive(Clone, Debug)]
 pub struct PayloadCache {
     inner: Arc<Mutex<Inner>>,
+    /// Permits to run a render (module docs: renders queue for the cores).
+    renders: Arc<Semaphore>,
+}
+
+/// How many renders run at once: one per core the process may use, at least two (so that a
+/// slow render never holds up every other pool).
+pub fn render_parallelism() -> usize {
+    std::thread::available_parallelism()
+        .map_or(2, std::num::NonZeroUsize::get)
+        .max(2)
 }
 
 #[derive(Debug)]
@@ -167,7 +183,30 @@ impl PayloadCache {
                 oldest_generation: 0,
                 stats: CacheStats::default(),
             })),
+            renders: Arc::new(Semaphore::new(render_parallelism())),
         }
+    }
+
+    /// Runs `render` for `completion` once a permit is free, on a blocking thread. Not joined
+    /// by anyone on purpose (module docs): the task reports through the completion, and a
+    /// task dropped while it waits (the runtime shutting down) drops the completion, which
+    /// wakes the waiters with an error.
+    fn start<F>(&self, completion: Completion, render: F)
+    where
+        F: FnOnce() -> Result<Rendered, RenderError> + Send + 'static,
+    {
+        let renders = self.renders.clone();
+        drop(tokio::spawn(async move {
+            // The semaphore is never closed.
+            let Ok(permit) = renders.acquire_owned().await else {
+                return;
+            };
+            drop(tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                let outcome = run_render(&completion.key, render);
+                completion.finish(outcome);
+            }));
+        }));
     }
 
     /// Returns the cached render for `key`, or runs `render` once (on a blocking thread: it is
@@ -195,11 +234,7 @@ impl PayloadCache {
             }
             Begin::Join(done) => (done, CacheOutcome::Joined),
             Begin::Lead(done, completion) => {
-                // Not joined on purpose (see the module doc): the task reports through `done`.
-                drop(tokio::task::spawn_blocking(move || {
-                    let outcome = run_render(&completion.key, render);
-                    completion.finish(outcome);
-                }));
+                self.start(completion, render);
                 (done, CacheOutcome::Miss)
             }
         };
@@ -223,10 +258,7 @@ impl PayloadCache {
         let Begin::Lead(mut done, completion) = self.begin(&key, Why::Prewarm) else {
             return false;
         };
-        drop(tokio::task::spawn_blocking(move || {
-            let outcome = run_render(&completion.key, render);
-            completion.finish(outcome);
-        }));
+        self.start(completion, render);
         let _ = done.wait_for(Option::is_some).await;
         true
     }
@@ -569,6 +601,41 @@ mod tests {
         future: impl Future<Output = T> + Send + 'static,
     ) -> tokio::task::JoinHandle<T> {
         tokio::spawn(future)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_pools_asked_at_once_render_at_most_one_per_core_at_a_time() {
+        let cache = PayloadCache::new(1 << 20);
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let pools = 3 * render_parallelism();
+        let requests: Vec<_> = (0..pools)
+            .map(|i| {
+                let (cache, running, most) = (cache.clone(), running.clone(), most.clone());
+                spawn(async move {
+                    let pool = format!("pool{i}");
+                    cache
+                        .get_or_render(key(&pool, 1), move || {
+                            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                            most.fetch_max(now, Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_millis(20));
+                            running.fetch_sub(1, Ordering::SeqCst);
+                            Ok(rendered("{}"))
+                        })
+                        .await
+                })
+            })
+            .collect();
+        for request in requests {
+            assert!(request.await.unwrap().is_ok(), "every pool is served");
+        }
+        let most = most.load(Ordering::SeqCst);
+        assert!(
+            (1..=render_parallelism()).contains(&most),
+            "{most} renders ran at once, for {} permits",
+            render_parallelism()
+        );
+        assert_eq!(cache.stats().renders, pools as u64);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -421,7 +421,7 @@ fn a_3_6_config_without_3_6_content_answers_as_its_3_5_twin_byte_for_byte() {
         let Ok(mc) = mc else { continue };
         let mut relabelled = (**mc).clone();
         if let Some(config) = relabelled.spec.config.as_mut() {
-            config["ignition"]["version"] = json!("3.5.0");
+            config.modify(|config| config["ignition"]["version"] = json!("3.5.0"));
         }
         *mc = std::sync::Arc::new(relabelled);
     }

@@ -40,7 +40,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 };
 use serde_json::Value;
 
-use super::{MachineConfig, MachineConfigSpec};
+use super::{MachineConfig, MachineConfigSpec, RawConfig};
 use crate::ignition::gojson::{self, Escaping, Keys};
 
 /// Where the original's MachineConfig object came from, which decides its TypeMeta and the
@@ -90,12 +90,17 @@ fn machine_config_spec(spec: &MachineConfigSpec, origin: Origin<'_>) -> Vec<u8> 
         "baseOSExtensionsContainerImage",
         &spec.base_os_extensions_container_image,
     );
-    if let Some(config) = spec.config.as_ref().filter(|c| !c.is_null()) {
+    if let Some(config) = spec
+        .config
+        .as_ref()
+        .map(RawConfig::value)
+        .filter(|c| !c.is_null())
+    {
         let keys = match origin {
             Origin::Informer => Keys::AsGiven,
             Origin::File { .. } => Keys::Sorted,
         };
-        gojson::write_value(members.key("config"), config, Escaping::Go122, keys);
+        gojson::write_value(members.key("config"), &config, Escaping::Go122, keys);
     }
     members.nullable_strings("kernelArguments", spec.kernel_arguments.as_deref());
     members.nullable_strings("extensions", spec.extensions.as_deref());

@@ -19,6 +19,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::raw_config::RawConfig;
+
 /// The fields of an object that the server does not model, kept as they came.
 pub type Rest = BTreeMap<String, serde_json::Value>;
 
@@ -27,7 +29,8 @@ pub type Rest = BTreeMap<String, serde_json::Value>;
 /// `MachineConfigSpec` has no `omitempty`, and a nil list is `null`). The encapsulated copy a
 /// node boots with carries exactly these. Fields the CRD does not declare are dropped, as the
 /// original's typed struct drops them (a structural CRD prunes them in a cluster anyway).
-/// `config` stays raw JSON: it may be any Ignition spec and is parsed by [`crate::ignition`].
+/// `config` stays raw JSON (deflated, [`RawConfig`]): it may be any Ignition spec and is parsed
+/// by [`crate::ignition`] when a payload is rendered.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "machineconfiguration.openshift.io",
@@ -41,7 +44,7 @@ pub struct MachineConfigSpec {
     pub base_os_extensions_container_image: String,
     #[serde(rename = "config", default)]
     #[schemars(schema_with = "super::preserve_unknown_fields")]
-    pub config: Option<serde_json::Value>,
+    pub config: Option<RawConfig>,
     /// `None` is a nil list (`null`, or absent), kept apart from `[]` as Go keeps them apart.
     #[serde(rename = "kernelArguments", default)]
     pub kernel_arguments: Option<Vec<String>>,
@@ -57,6 +60,11 @@ impl MachineConfigSpec {
     /// The kernel arguments (none for a nil list).
     pub fn kernel_arguments(&self) -> &[String] {
         self.kernel_arguments.as_deref().unwrap_or_default()
+    }
+
+    /// `config`'s `ignition.version`, empty when absent.
+    pub fn config_version(&self) -> &str {
+        self.config.as_ref().map_or("", RawConfig::version)
     }
 
     /// The extensions (none for a nil list).

@@ -11,11 +11,13 @@ pub mod machineconfig;
 pub mod machineconfignode;
 pub mod node;
 pub mod pool_membership;
+pub mod raw_config;
 
 pub use machineconfig::{
     ControllerConfig, ControllerConfigSpec, MachineConfig, MachineConfigPool,
     MachineConfigPoolSpec, MachineConfigPoolStatus, MachineConfigSpec, PoolConfiguration,
 };
+pub use raw_config::RawConfig;
 
 /// Schema of a field kept as opaque JSON: an object whose contents the server does not model,
 /// so a structural schema (and an API server pruning by it) must keep them.

@@ -101,15 +101,18 @@ impl<'a> Context<'a> {
         }
     }
 
-    fn config(&self) -> Option<&'a Value> {
+    /// The rendered config's `spec.config`, inflated ([`crate::api::RawConfig`]); `None` when
+    /// absent or `null`.
+    fn config(&self) -> Option<Value> {
         self.machine_config
             .and_then(|mc| mc.spec.config.as_ref())
+            .map(crate::api::RawConfig::value)
             .filter(|config| !config.is_null())
     }
 
     fn config_spec(&self) -> Option<SpecVersion> {
         self.config()
-            .map(|config| ignition::rendered_spec(ignition::version_text(Some(config))))
+            .map(|config| ignition::rendered_spec(ignition::version_text(Some(&config))))
     }
 }
 
@@ -144,8 +147,9 @@ pub fn of_status(local: &Local, theirs: u16, context: &Context<'_>) -> Option<&'
 }
 
 fn has_filesystem_paths(context: &Context<'_>) -> bool {
-    context
-        .config()
+    let config = context.config();
+    config
+        .as_ref()
         .and_then(|config| config.pointer("/storage/filesystems"))
         .and_then(Value::as_array)
         .is_some_and(|filesystems| filesystems.iter().any(|fs| fs.get("path").is_some()))
@@ -210,6 +214,7 @@ fn undo_sourceless_files(config: &mut Value, context: &Context<'_>) -> bool {
     let Some(rendered) = context.config() else {
         return false;
     };
+    let rendered = &rendered;
     let sourceless: Vec<&str> = rendered
         .pointer("/storage/files")
         .and_then(Value::as_array)

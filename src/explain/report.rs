@@ -334,7 +334,7 @@ fn spec_rule(
         return text;
     };
     let name = mc.metadata.name.as_deref().unwrap_or_default();
-    let version = crate::ignition::version_text(mc.spec.config.as_ref());
+    let version = mc.spec.config_version();
     let rendered_spec = crate::ignition::rendered_spec(version);
     let version = if version.is_empty() { "none" } else { version };
     if requested == SpecVersion::V3_6 && rendered_spec == SpecVersion::V3_6 {
@@ -472,7 +472,13 @@ fn original_files(snapshot: &Snapshot, rendered_config: &str) -> Vec<(String, Op
     let Some(Ok(machine_config)) = snapshot.machine_configs.get(rendered_config) else {
         return Vec::new();
     };
-    let Ok(config) = ignition::parse_config(machine_config.spec.config.as_ref()) else {
+    let Ok(config) = ignition::parse_config_owned(
+        machine_config
+            .spec
+            .config
+            .as_ref()
+            .map(crate::api::RawConfig::value),
+    ) else {
         return Vec::new();
     };
     config

@@ -304,7 +304,9 @@ fn kernel_arguments_are_read_back_where_the_node_gets_them() {
     let mut snapshot = cluster_snapshot(0);
     let mut machine_config = (*machine_config("rendered-worker-old", &["nosmt"])).clone();
     if let Some(config) = machine_config.spec.config.as_mut() {
-        config["kernelArguments"] = json!({"shouldExist": ["mitigations=off"]});
+        config.modify(|config| {
+            config["kernelArguments"] = json!({"shouldExist": ["mitigations=off"]})
+        });
     }
     snapshot
         .machine_configs
@@ -434,8 +436,10 @@ fn cluster_snapshot_3_6() -> Snapshot {
     for name in ["rendered-worker-old", "rendered-worker-new"] {
         let mut mc = (*machine_config(name, &["nosmt"])).clone();
         if let Some(config) = mc.spec.config.as_mut() {
-            config["ignition"]["version"] = json!("3.6.0");
-            config["storage"]["files"][1]["mode"] = json!(0o4755);
+            config.modify(|config| {
+                config["ignition"]["version"] = json!("3.6.0");
+                config["storage"]["files"][1]["mode"] = json!(0o4755);
+            });
         }
         snapshot
             .machine_configs
@@ -497,7 +501,7 @@ fn a_parse_error_is_named_once() {
     let mut snapshot = cluster_snapshot(0);
     let mut mc = (*machine_config("rendered-worker-old", &[])).clone();
     if let Some(config) = mc.spec.config.as_mut() {
-        config["ignition"]["version"] = json!("3.7.0");
+        config.modify(|config| config["ignition"]["version"] = json!("3.7.0"));
     }
     snapshot
         .machine_configs

@@ -40,8 +40,8 @@ mod validate;
 mod version;
 
 pub use error::{ParseError, Problem, Report, Stage, TranslateError};
-pub use parse::{parse_config, parse_config_slice};
-pub use translate::{serialize_as, to_value_as};
+pub use parse::{parse_config, parse_config_owned, parse_config_slice};
+pub use translate::{into_value_as, serialize_as, to_value_as, write_as};
 pub use validate::{check_file_modes, FileModeError};
 pub use version::SpecVersion;
 

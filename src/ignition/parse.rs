@@ -19,9 +19,15 @@ use super::{empty_config, v2, Config};
 /// Parse a `spec.config` value. `None` and JSON `null` are the empty 3.5 config. The result
 /// is canonical 3.5, or canonical 3.6 for a config of spec 3.6 ([`super::spec_of`]).
 pub fn parse_config(raw: Option<&Value>) -> Result<Config, ParseError> {
+    parse_config_owned(raw.cloned())
+}
+
+/// [`parse_config`] of a value the caller gives up (no copy of it is made: a render inflates
+/// its MachineConfig's config for this parse only).
+pub fn parse_config_owned(raw: Option<Value>) -> Result<Config, ParseError> {
     match raw {
         None | Some(Value::Null) => Ok(empty_config()),
-        Some(value) => parse_value(value.clone()),
+        Some(value) => parse_value(value),
     }
 }
 
@@ -139,7 +145,18 @@ pub(crate) fn normalize(config: &mut Config) {
 
 /// Normalize any canonical config: serialize, strip empty members, read back.
 pub(crate) fn round_trip(config: &Config) -> Result<Config, String> {
-    let mut value = serde_json::to_value(config).map_err(|e| e.to_string())?;
+    let value = serde_json::to_value(config).map_err(|e| e.to_string())?;
+    round_trip_value(value)
+}
+
+/// [`round_trip`] of a config the caller gives up: it is dropped as soon as it is written out.
+pub(crate) fn round_trip_owned(config: Config) -> Result<Config, String> {
+    let value = serde_json::to_value(&config).map_err(|e| e.to_string())?;
+    drop(config);
+    round_trip_value(value)
+}
+
+fn round_trip_value(mut value: Value) -> Result<Config, String> {
     strip_empty(&mut value);
     let mut typed: Config = serde_json::from_value(value).map_err(|e| e.to_string())?;
     normalize(&mut typed);

@@ -17,25 +17,47 @@ use super::go_order::to_go_order;
 use super::gojson::{self, Escaping, Keys};
 use super::gostd::url_parse;
 use super::json::{first_difference, join_index, join_key, strip_empty};
-use super::parse::round_trip;
+use super::parse::{round_trip, round_trip_owned};
 use super::validate::{validate, validate_translated};
 use super::version::{GoSemver, SpecVersion};
 use super::{v2, Config};
 
 /// Validate, translate and shape `config` for `target`, as a JSON value without empty members.
 pub fn to_value_as(config: &Config, target: SpecVersion) -> Result<Value, TranslateError> {
-    let source = match GoSemver::parse(&config.ignition.version) {
-        Some(v) if v.is_exactly(SpecVersion::V3_5) => SpecVersion::V3_5,
-        Some(v) if v.is_exactly(SpecVersion::V3_6) => SpecVersion::V3_6,
-        _ => {
-            return Err(TranslateError::Version {
-                target,
-                found: config.ignition.version.clone(),
-            })
-        }
-    };
-    let mut cfg =
-        round_trip(config).map_err(|detail| TranslateError::Serialize { target, detail })?;
+    let source = source_spec(config, target)?;
+    let cfg = round_trip(config).map_err(|detail| TranslateError::Serialize { target, detail })?;
+    translate(cfg, source, target)
+}
+
+/// [`to_value_as`] of a config the caller gives up. Each step then drops the copy it started
+/// from, so that at most three copies of the config exist at once (while the result is read
+/// back into the target spec's types) instead of five: a render's memory beside every payload
+/// already cached (benches/README.md).
+pub fn into_value_as(config: Config, target: SpecVersion) -> Result<Value, TranslateError> {
+    let source = source_spec(&config, target)?;
+    let cfg =
+        round_trip_owned(config).map_err(|detail| TranslateError::Serialize { target, detail })?;
+    translate(cfg, source, target)
+}
+
+/// The spec of a canonical config: 3.5, or 3.6.
+fn source_spec(config: &Config, target: SpecVersion) -> Result<SpecVersion, TranslateError> {
+    match GoSemver::parse(&config.ignition.version) {
+        Some(v) if v.is_exactly(SpecVersion::V3_5) => Ok(SpecVersion::V3_5),
+        Some(v) if v.is_exactly(SpecVersion::V3_6) => Ok(SpecVersion::V3_6),
+        _ => Err(TranslateError::Version {
+            target,
+            found: config.ignition.version.clone(),
+        }),
+    }
+}
+
+/// The translation proper, from a normalized copy of the config.
+fn translate(
+    mut cfg: Config,
+    source: SpecVersion,
+    target: SpecVersion,
+) -> Result<Value, TranslateError> {
     validate(&cfg, source)
         .into_result()
         .map_err(|report| TranslateError::Invalid {
@@ -49,6 +71,7 @@ pub fn to_value_as(config: &Config, target: SpecVersion) -> Result<Value, Transl
             target,
             detail: e.to_string(),
         })?;
+        drop(cfg);
         strip_empty(&mut value);
         return Ok(value);
     }
@@ -64,7 +87,7 @@ pub fn to_value_as(config: &Config, target: SpecVersion) -> Result<Value, Transl
                     report,
                 })?;
         }
-        return shape_3x(&cfg, target);
+        return shape_3x(cfg, target);
     }
     // The 2.2 hop starts from 3.2; every other target is reached through each 3.x minor.
     let last_3x = if target == SpecVersion::V2_2 {
@@ -83,18 +106,23 @@ pub fn to_value_as(config: &Config, target: SpecVersion) -> Result<Value, Transl
     if target == SpecVersion::V2_2 {
         return v2::down::from_v3_2(&cfg);
     }
-    shape_3x(&cfg, target)
+    shape_3x(cfg, target)
 }
 
 /// Translate and serialize as compact JSON, byte for byte as the original writes it: Go's
 /// field order ([`to_go_order`]; 2.2 is built in it) and `clarketm/json`'s escaping (`<`, `>`,
 /// `&` as `\u003c`, `\u003e`, `\u0026`).
 pub fn serialize_as(config: &Config, target: SpecVersion) -> Result<Vec<u8>, TranslateError> {
-    let mut value = to_value_as(config, target)?;
+    Ok(write_as(to_value_as(config, target)?, target))
+}
+
+/// The bytes served for `value`, what [`to_value_as`] or [`into_value_as`] gave for `target`:
+/// [`serialize_as`]'s last step, for a caller that changes the value in between.
+pub fn write_as(mut value: Value, target: SpecVersion) -> Vec<u8> {
     if target != SpecVersion::V2_2 {
         to_go_order(&mut value);
     }
-    Ok(gojson::to_vec(&value, Escaping::Clarketm, Keys::AsGiven))
+    gojson::to_vec(&value, Escaping::Clarketm, Keys::AsGiven)
 }
 
 fn unsupported(
@@ -501,12 +529,13 @@ fn hop_3_1_to_3_0(cfg: &mut Config, target: SpecVersion) -> Result<(), Translate
 
 /// Serialize the translated config, read it into `target`'s own types, and refuse if that
 /// loses or changes anything.
-fn shape_3x(cfg: &Config, target: SpecVersion) -> Result<Value, TranslateError> {
+fn shape_3x(cfg: Config, target: SpecVersion) -> Result<Value, TranslateError> {
     use ignition_config as ic;
-    let mut value = serde_json::to_value(cfg).map_err(|e| TranslateError::Serialize {
+    let mut value = serde_json::to_value(&cfg).map_err(|e| TranslateError::Serialize {
         target,
         detail: e.to_string(),
     })?;
+    drop(cfg);
     strip_empty(&mut value);
     let back = match target {
         SpecVersion::V3_0 => through::<ic::v3_0::Config>(&value),
@@ -514,7 +543,8 @@ fn shape_3x(cfg: &Config, target: SpecVersion) -> Result<Value, TranslateError> 
         SpecVersion::V3_2 => through::<ic::v3_2::Config>(&value),
         SpecVersion::V3_3 => through::<ic::v3_3::Config>(&value),
         SpecVersion::V3_4 => through::<ic::v3_4::Config>(&value),
-        SpecVersion::V3_5 | SpecVersion::V2_2 => Ok(value.clone()),
+        // Canonical already: nothing to read back.
+        SpecVersion::V3_5 | SpecVersion::V2_2 => return Ok(value),
         SpecVersion::V3_6 => through::<ic::v3_6::Config>(&value),
     }
     .map_err(|detail| TranslateError::Serialize { target, detail })?;
@@ -546,7 +576,7 @@ mod tests {
         let c = cfg(json!({"ignition": {"version": "3.1.0"},
             "storage": {"luks": [{"name": "x", "device": "/dev/sda"}]}}));
         assert_eq!(
-            shape_3x(&c, SpecVersion::V3_1),
+            shape_3x(c, SpecVersion::V3_1),
             Err(TranslateError::Dropped {
                 target: SpecVersion::V3_1,
                 field: "storage.luks".into()
@@ -555,7 +585,7 @@ mod tests {
         let kargs = cfg(json!({"ignition": {"version": "3.2.0"},
             "kernelArguments": {"shouldExist": ["a"]}}));
         assert_eq!(
-            shape_3x(&kargs, SpecVersion::V3_2).map_err(|e| e.field().to_string()),
+            shape_3x(kargs, SpecVersion::V3_2).map_err(|e| e.field().to_string()),
             Err("kernelArguments.shouldExist".to_string())
         );
     }

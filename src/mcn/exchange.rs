@@ -32,7 +32,12 @@
 //! A new record wakes the writer, which writes at once unless its last write started less than
 //! a flush interval ago (default 200 ms: at most five writes a second), only when its encoded
 //! records changed, never per request: every record kept when a write starts goes in it, and
-//! records that arrive while it is in flight go in the next one. Once the API server accepted a
+//! records that arrive while it is in flight go in the next one. It goes before the interval
+//! is over only when waiting cannot make the write carry more: every open connection of the
+//! serving ports is an answer waiting for it and it carries at least
+//! [`EARLY_BATCH`](crate::server::commit::EARLY_BATCH) records (a burst of machines that all
+//! asked at once, [`crate::server::commit`]); so a write never carries fewer answers than
+//! under the interval alone. Once the API server accepted a
 //! write (a 2xx answer: the object is in etcd), every record it carried is durable and the
 //! answers waiting for them go out ([`crate::server::commit`]). A write that fails (any error status,
 //! 409 and 422 included, or a transport error) or takes longer than [`WRITE_TIMEOUT`] made
@@ -77,7 +82,7 @@ use crate::api::node::{created as node_created, internal_ips, name as node_name}
 use crate::ignition::SpecVersion;
 use crate::metrics::Metrics;
 use crate::rights::Feature;
-use crate::server::commit::CommitWriter;
+use crate::server::commit::{CommitWriter, EARLY_BATCH};
 use crate::server::served::{FailureRecord, ServedLog, ServedRecord, WriteSet};
 use crate::snapshot::Snapshot;
 use crate::source::cluster::rights::Rights;
@@ -791,11 +796,17 @@ impl Flusher {
             }
             // At most one write per flush interval; later while backing off, unless the API
             // answers successfully again (once per failure streak: a write that fails for
-            // its own reasons, e.g. 422, keeps its backoff).
+            // its own reasons, e.g. 422, keeps its backoff). Sooner when waiting cannot make
+            // the batch larger: every open connection waits for this write, and it carries at
+            // least EARLY_BATCH records (crate::server::commit; never while backing off).
             self.api_successes.mark_unchanged();
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep_until(not_before) => break,
+                    _ = self.commit.everyone_waits(EARLY_BATCH), if failures == 0 && !tidy => {
+                        debug!("every open connection waits for the served records: writing them now");
+                        break;
+                    }
                     changed = self.api_successes.changed(), if early_retry => {
                         if changed.is_err() {
                             early_retry = false;

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use ignition_config::v3_5 as ign;
 
 use crate::api::go_marshal::{self, Origin};
-use crate::api::{annotations, MachineConfig};
+use crate::api::{annotations, MachineConfig, RawConfig};
 use crate::ignition::gojson::{self, Escaping, Keys};
 use crate::ignition::{self, dataurl, Config, ParseError, SpecVersion, TranslateError};
 use crate::snapshot::{Input, LayeredGate, LoadError, Mode, Snapshot};
@@ -176,12 +176,11 @@ pub fn render(
     let image = decision.as_ref().and_then(|d| d.image.clone());
 
     let mut config =
-        ignition::parse_config(machine_config.spec.config.as_ref()).map_err(|source| {
-            RenderError::Parse {
+        ignition::parse_config_owned(machine_config.spec.config.as_ref().map(RawConfig::value))
+            .map_err(|source| RenderError::Parse {
                 name: name.clone(),
                 source,
-            }
-        })?;
+            })?;
     // Every mutation below works on this copy: the snapshot is shared and immutable.
     let mut machine_config = (*machine_config).clone();
     migrate_kernel_arguments(&mut config, &mut machine_config, version)?;
@@ -203,10 +202,14 @@ pub fn render(
     );
     append_file(&mut config, KUBECONFIG_PATH, &snapshot.kubeconfig);
     let origin = origin(snapshot, &name);
+    // The MachineConfig content is the largest file by far (the whole MachineConfig, its config
+    // included). A stand-in goes through translation (which copies the config several times
+    // and would check the data URL of megabytes it built itself), and the content takes its
+    // place in the result.
     append_file(
         &mut config,
         MACHINE_CONFIG_CONTENT_PATH,
-        &go_marshal::marshal_indent(&machine_config, origin),
+        CONTENT_STAND_IN.as_bytes(),
     );
     for (registry, cert) in &snapshot.registry_certs {
         let cert = cert
@@ -229,13 +232,24 @@ pub fn render(
         )?,
     );
 
-    let body =
-        ignition::serialize_as(&config, version).map_err(|source| RenderError::Translate {
+    let mut value =
+        ignition::into_value_as(config, version).map_err(|source| RenderError::Translate {
             name: name.clone(),
             source,
         })?;
+    let content = go_marshal::marshal_indent(&machine_config, origin);
+    put_in_place_of_stand_in(
+        &mut value,
+        MACHINE_CONFIG_CONTENT_PATH,
+        dataurl::encode(&content),
+    )?;
+    drop(content);
+    let body = ignition::write_as(value, version);
     Ok(Rendered {
-        body: Bytes::from(body),
+        // Exactly the bytes, no spare capacity: the body was grown by doubling while it was
+        // written, and the payload cache keeps it for as long as its generation lasts (with 20
+        // pools the spare capacity was about as large as the bodies themselves).
+        body: Bytes::from(body.into_boxed_slice()),
         rendered_config: name,
         version,
         image,
@@ -246,7 +260,7 @@ pub fn render(
 /// The spec served for a request of `requested` from `machine_config` (the pool's rendered
 /// config): [`ignition::accept::choose`] with the spec its `ignition.version` names.
 pub fn served_version(machine_config: &MachineConfig, requested: SpecVersion) -> SpecVersion {
-    let version = ignition::version_text(machine_config.spec.config.as_ref());
+    let version = machine_config.spec.config_version();
     ignition::accept::choose(requested, ignition::rendered_spec(version))
 }
 
@@ -441,6 +455,41 @@ pub fn append_file(config: &mut Config, path: &str, contents: &[u8]) {
         .push(file);
 }
 
+/// What the MachineConfig content file holds while the config is translated
+/// ([`put_in_place_of_stand_in`]).
+const CONTENT_STAND_IN: &str = "machine-config-content";
+
+/// Puts `source` in the translated `config` where the stand-in of the file at `path` is: the
+/// last file with that path (appended files come after the config's own), whose source must be
+/// the stand-in's data URL.
+fn put_in_place_of_stand_in(
+    config: &mut serde_json::Value,
+    path: &str,
+    source: String,
+) -> Result<(), RenderError> {
+    let stand_in = dataurl::encode(CONTENT_STAND_IN.as_bytes());
+    let slot = config
+        .pointer_mut("/storage/files")
+        .and_then(serde_json::Value::as_array_mut)
+        .and_then(|files| {
+            files
+                .iter_mut()
+                .rev()
+                .find(|file| file.get("path").and_then(serde_json::Value::as_str) == Some(path))
+        })
+        .and_then(|file| file.pointer_mut("/contents/source"))
+        .filter(|slot| slot.as_str() == Some(stand_in.as_str()));
+    match slot {
+        Some(slot) => {
+            *slot = serde_json::Value::String(source);
+            Ok(())
+        }
+        None => Err(RenderError::InvalidInput(format!(
+            "the translated config lost the appended file {path}"
+        ))),
+    }
+}
+
 /// The node annotations file: the config the node starts at, the image when one is served, and
 /// this server's URL when machines are told where to report a first-boot failure. Written as
 /// the original marshals its map: keys sorted, `clarketm/json`'s escaping.
@@ -506,9 +555,7 @@ pub fn encapsulated_version(
 ) -> SpecVersion {
     match mode {
         Mode::Cluster => served,
-        Mode::Bootstrap => {
-            ignition::rendered_spec(ignition::version_text(machine_config.spec.config.as_ref()))
-        }
+        Mode::Bootstrap => ignition::rendered_spec(machine_config.spec.config_version()),
     }
 }
 
@@ -527,7 +574,7 @@ fn encapsulated_machine_config(
         }
     })?;
     let mut encapsulated = machine_config.clone();
-    encapsulated.spec.config = Some(empty);
+    encapsulated.spec.config = Some(RawConfig::from(empty));
     Ok(go_marshal::marshal(&encapsulated, origin))
 }
 

@@ -15,6 +15,15 @@
 //!   record stays pending in memory and is published when the API is back, and the answer is
 //!   counted as sent before its record was durable (`mcs_mcn_records_served_before_durable`).
 //!   A booting machine is never refused because of the API, and never delayed beyond the bound.
+//! - The writer writes at most once per flush interval, except when waiting longer cannot make
+//!   the batch any larger: every open connection of the serving ports is an answer waiting for
+//!   its record ([`GroupCommit::connection`] counts them, [`GroupCommit::wait`] the waiting
+//!   ones), and at least [`EARLY_BATCH`] records wait ([`CommitWriter::everyone_waits`]). Then
+//!   nobody is on the way who could still join this write, and waiting out the interval would
+//!   only delay every answer of the batch. A batch that small or a connection doing something
+//!   else (a handshake, a request not yet answered, a response being sent, an idle keep-alive)
+//!   keeps the interval: a trickle of machines or a port scan never writes more often than
+//!   before, and a write goes early only with at least [`EARLY_BATCH`] records in it.
 //!
 //! Without a writer (bootstrap mode has no API to write to) nobody waits.
 //!
@@ -29,6 +38,11 @@ use tokio::sync::{watch, Notify};
 
 /// How long a config answer waits at most for its record to be durable.
 pub const DEFAULT_WAIT_BOUND: Duration = Duration::from_secs(2);
+
+/// The fewest records a write carries when it goes before its flush interval is over (module
+/// docs): a write that goes early carries at least this many answers, so writes per answer
+/// never exceed one in this many on that path.
+pub const EARLY_BATCH: u64 = 16;
 
 /// How a wait for durability ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +69,19 @@ struct Inner {
     pending: Notify,
     /// True once a writer exists (cluster mode).
     writer: AtomicBool,
+    /// What the serving ports are doing, for the writer's early writes.
+    activity: watch::Sender<Activity>,
+}
+
+/// What the serving ports are doing (module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Activity {
+    /// Records numbered so far.
+    numbered: u64,
+    /// Open connections of the serving ports.
+    open: usize,
+    /// Answers waiting for their record to be durable.
+    waiting: usize,
 }
 
 impl Default for GroupCommit {
@@ -64,16 +91,33 @@ impl Default for GroupCommit {
                 durable: watch::Sender::new(0),
                 pending: Notify::new(),
                 writer: AtomicBool::new(false),
+                activity: watch::Sender::new(Activity::default()),
             }),
         }
     }
 }
 
 impl GroupCommit {
-    /// A record was added: wake the writer (a wake-up given while it writes is kept, so the
-    /// records of that interval go in the next write).
-    pub fn recorded(&self) {
+    /// Record `sequence` was added: wake the writer (a wake-up given while it writes is kept,
+    /// so the records of that interval go in the next write).
+    pub fn recorded(&self, sequence: u64) {
+        self.inner.activity.send_if_modified(|activity| {
+            let numbered = activity.numbered.max(sequence + 1);
+            let changed = numbered != activity.numbered;
+            activity.numbered = numbered;
+            changed
+        });
         self.inner.pending.notify_one();
+    }
+
+    /// A connection of a serving port opened; it counts until the handle is dropped.
+    pub fn connection(&self) -> OpenConnection {
+        self.inner
+            .activity
+            .send_modify(|activity| activity.open += 1);
+        OpenConnection {
+            inner: self.inner.clone(),
+        }
     }
 
     /// Waits at most `bound` for record `sequence` to be durable.
@@ -81,6 +125,7 @@ impl GroupCommit {
         if !self.inner.writer.load(Ordering::Acquire) {
             return Durability::NoWriter;
         }
+        let _waiting = Waiting::new(&self.inner);
         let mut durable = self.inner.durable.subscribe();
         let written = tokio::time::timeout(bound, async {
             durable.wait_for(|count| *count > sequence).await.is_ok()
@@ -108,6 +153,40 @@ impl GroupCommit {
     }
 }
 
+/// An open connection of a serving port (see [`GroupCommit::connection`]).
+#[derive(Debug)]
+pub struct OpenConnection {
+    inner: Arc<Inner>,
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.inner
+            .activity
+            .send_modify(|activity| activity.open = activity.open.saturating_sub(1));
+    }
+}
+
+/// One answer waiting in [`GroupCommit::wait`], for as long as it waits.
+struct Waiting<'a> {
+    inner: &'a Inner,
+}
+
+impl<'a> Waiting<'a> {
+    fn new(inner: &'a Inner) -> Self {
+        inner.activity.send_modify(|activity| activity.waiting += 1);
+        Waiting { inner }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.inner
+            .activity
+            .send_modify(|activity| activity.waiting = activity.waiting.saturating_sub(1));
+    }
+}
+
 /// The records writer's handle: waits for records and declares them durable.
 #[derive(Debug)]
 pub struct CommitWriter {
@@ -118,6 +197,21 @@ impl CommitWriter {
     /// Resolves when a record was added since the last call (at once if one was meanwhile).
     pub async fn pending(&self) {
         self.inner.pending.notified().await;
+    }
+
+    /// Resolves once waiting longer cannot make the next write carry more (module docs): at
+    /// least `at_least` records are not yet durable, and every open connection of the serving
+    /// ports is an answer waiting for its record.
+    pub async fn everyone_waits(&self, at_least: u64) {
+        let mut activity = self.inner.activity.subscribe();
+        let durable = &self.inner.durable;
+        // `durable` only moves when this writer commits, never while it waits here.
+        let _ = activity
+            .wait_for(|a| {
+                a.numbered.saturating_sub(*durable.borrow()) >= at_least.max(1)
+                    && a.waiting >= a.open
+            })
+            .await;
     }
 
     /// Every record numbered below `count` is durable (a write that carried all of them
@@ -166,7 +260,7 @@ mod tests {
             let commit = commit.clone();
             async move { commit.wait(2, Duration::from_secs(2)).await }
         });
-        commit.recorded();
+        commit.recorded(2);
         writer.pending().await;
         // A write that carried records 0 and 1 only does not release record 2.
         writer.committed(2);
@@ -196,8 +290,8 @@ mod tests {
         let commit = GroupCommit::default();
         let writer = commit.writer();
         // Two records while the writer is busy: one wake-up is kept for it.
-        commit.recorded();
-        commit.recorded();
+        commit.recorded(0);
+        commit.recorded(1);
         tokio::time::timeout(Duration::from_millis(1), writer.pending())
             .await
             .expect("a kept wake-up");
@@ -207,6 +301,54 @@ mod tests {
                 .is_err(),
             "one wake-up for the whole batch"
         );
+    }
+
+    /// Whether the writer would write before its interval is over now.
+    async fn early(writer: &CommitWriter) -> bool {
+        tokio::time::timeout(
+            Duration::from_millis(10),
+            writer.everyone_waits(EARLY_BATCH),
+        )
+        .await
+        .is_ok()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_goes_early_only_when_every_open_connection_waits_with_a_full_batch() {
+        let commit = GroupCommit::default();
+        let writer = commit.writer();
+        // A batch of EARLY_BATCH answers, each on its own connection, and one more connection
+        // still on its way (a handshake): not yet.
+        let mut connections: Vec<OpenConnection> =
+            (0..=EARLY_BATCH).map(|_| commit.connection()).collect();
+        let waits: Vec<_> = (0..EARLY_BATCH)
+            .map(|sequence| {
+                commit.recorded(sequence);
+                let commit = commit.clone();
+                tokio::spawn(async move { commit.wait(sequence, Duration::from_secs(2)).await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        assert!(!early(&writer).await, "a connection is still on its way");
+        // That connection goes away (a port scan's connect): everyone left waits.
+        connections.pop();
+        assert!(early(&writer).await);
+        writer.committed(EARLY_BATCH);
+        for wait in waits {
+            assert_eq!(wait.await.unwrap(), Durability::Durable);
+        }
+        drop(connections);
+        // One machine alone waits on its connection: too small a batch to go early.
+        let _connection = commit.connection();
+        commit.recorded(EARLY_BATCH);
+        let alone = tokio::spawn({
+            let commit = commit.clone();
+            async move { commit.wait(EARLY_BATCH, Duration::from_secs(2)).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!early(&writer).await, "one record waits for the interval");
+        writer.committed(EARLY_BATCH + 1);
+        assert_eq!(alone.await.unwrap(), Durability::Durable);
     }
 
     #[tokio::test(start_paused = true)]

@@ -8,6 +8,9 @@
 //! With the PROXY protocol on ([`super::proxy_protocol`], serving ports only), a connection's
 //! header is read first, in the connection's own task (before the TLS handshake), and the
 //! client it names is the remote address; off, the accepted socket goes on as it is.
+//!
+//! The serving ports count their open connections for the group commit
+//! ([`super::commit::GroupCommit::connection`]): from the accept to the connection's end.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -26,6 +29,7 @@ use tower::ServiceExt as _;
 
 use tokio::sync::Semaphore;
 
+use super::commit::GroupCommit;
 use super::proxy_protocol::ProxyProtocol;
 use super::stall::StallGuard;
 use super::RemoteAddr;
@@ -71,18 +75,37 @@ const MIN_HEADER_BUFFER: usize = 8192;
 /// TLS for a listener: the current server config, replaced on certificate reload.
 pub type TlsConfigs = watch::Receiver<Arc<rustls::ServerConfig>>;
 
+/// What a listener serves: the router, and for a serving port (not the admin listener) the
+/// group commit its connections are counted for.
+#[derive(Clone)]
+pub struct Service {
+    pub router: Router,
+    pub commit: Option<GroupCommit>,
+}
+
+/// A router alone: nothing counted (the admin listener, tests).
+impl From<Router> for Service {
+    fn from(router: Router) -> Self {
+        Service {
+            router,
+            commit: None,
+        }
+    }
+}
+
 /// Accept connections on `listener` until `shutdown` resolves, then let in-flight requests finish
 /// within the grace period. With `proxy_protocol`, every connection goes through its intake
 /// first.
 pub async fn serve(
     listener: TcpListener,
     tls: Option<TlsConfigs>,
-    router: Router,
+    service: impl Into<Service>,
     limits: ConnectionLimits,
     proxy_protocol: Option<Arc<ProxyProtocol>>,
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()>,
 ) {
+    let Service { router, commit } = service.into();
     let graceful = GracefulShutdown::new();
     let local = listener.local_addr().ok();
     let permits = Arc::new(Semaphore::new(limits.max_connections));
@@ -124,6 +147,7 @@ pub async fn serve(
             _ = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
+        let open = commit.as_ref().map(GroupCommit::connection);
         let connection = Connection {
             tls: tls
                 .as_ref()
@@ -137,6 +161,7 @@ pub async fn serve(
             None => {
                 tokio::spawn(async move {
                     let _permit = permit;
+                    let _open = open;
                     connection.run(stream, remote).await
                 });
             }
@@ -144,6 +169,7 @@ pub async fn serve(
                 let proxy_protocol = proxy_protocol.clone();
                 tokio::spawn(async move {
                     let _permit = permit;
+                    let _open = open;
                     let Some((stream, client)) = proxy_protocol
                         .intake(stream, remote, &connection.metrics)
                         .await

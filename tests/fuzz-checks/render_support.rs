@@ -100,8 +100,7 @@ fn check_render(snapshot: &Snapshot, version: SpecVersion) {
     let requested = version;
     // 3.6 is served only from a rendered config of spec 3.6; from 3.5 or older a request for
     // 3.6 gets 3.5, as the original at 7ff337a4f.
-    let rendered_spec =
-        ignition::rendered_spec(ignition::version_text(machine_config.spec.config.as_ref()));
+    let rendered_spec = ignition::rendered_spec(machine_config.spec.config_version());
     let version = if requested == SpecVersion::V3_6 && rendered_spec != SpecVersion::V3_6 {
         SpecVersion::V3_5
     } else {
@@ -155,7 +154,13 @@ fn check_failure(error: &RenderError, machine_config: &MachineConfig, version: S
         ["parse", "kernel_arguments", "translate", "invalid_input"].contains(&kind),
         "a bad input fails as {kind}: {error}"
     );
-    let parsed = ignition::parse_config(machine_config.spec.config.as_ref());
+    let parsed = ignition::parse_config_owned(
+        machine_config
+            .spec
+            .config
+            .as_ref()
+            .map(machine_config_server::api::RawConfig::value),
+    );
     match error {
         RenderError::Parse { source, .. } => {
             assert_eq!(
@@ -216,12 +221,7 @@ fn check_node_files(
     let encapsulated: MachineConfig =
         serde_json::from_slice(&encapsulated).expect("the encapsulated MachineConfig decodes");
     assert_eq!(
-        encapsulated
-            .spec
-            .config
-            .as_ref()
-            .and_then(|c| c.pointer("/ignition/version"))
-            .and_then(Value::as_str),
+        encapsulated.spec.config.as_ref().map(|c| c.version()),
         Some(render::encapsulated_version(snapshot.mode, machine_config, version).as_str()),
         "the encapsulated config is an empty config of the spec bootstrap mode encapsulates"
     );
