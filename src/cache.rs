@@ -33,9 +33,10 @@
 //! - **Renders queue for the cores.** At most [`render_parallelism`] renders run at once; the
 //!   others wait for a permit (on the runtime, not on a blocking thread). A render is CPU work
 //!   whose transient memory is several times its body (the config parsed, translated and written
-//!   out), so twenty pools asked for at once on two cores, rendered side by side, held twenty of
-//!   those at the same moment (the cluster rows' peak, benches/README.md "Where the memory
-//!   goes") and finished no sooner than one after another: each waited for all of them.
+//!   out): twenty pools asked for at once, each on its own blocking thread, would hold twenty of
+//!   those at the same moment on two cores and finish no sooner than one after another. At least
+//!   two, so that one slow render never holds up every other pool (one permit was measured too:
+//!   no lower peak in the cluster rows, benches/README.md "Where the memory goes").
 //! - **No lock across `.await`.** One `std::sync::Mutex` guards the map; it is held only for
 //!   a hash lookup or an insert, never while rendering or waiting.
 

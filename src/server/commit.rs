@@ -18,7 +18,7 @@
 //! - The writer writes at most once per flush interval, except when waiting longer cannot make
 //!   the batch any larger: every open connection of the serving ports is an answer waiting for
 //!   its record ([`GroupCommit::connection`] counts them, [`GroupCommit::wait`] the waiting
-//!   ones), and at least [`EARLY_BATCH`] records wait ([`CommitWriter::everyone_waits`]). Then
+//!   ones), and at least [`EARLY_BATCH`] answers wait ([`CommitWriter::everyone_waits`]). Then
 //!   nobody is on the way who could still join this write, and waiting out the interval would
 //!   only delay every answer of the batch. A batch that small or a connection doing something
 //!   else (a handshake, a request not yet answered, a response being sent, an idle keep-alive)
@@ -76,8 +76,6 @@ struct Inner {
 /// What the serving ports are doing (module docs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Activity {
-    /// Records numbered so far.
-    numbered: u64,
     /// Open connections of the serving ports.
     open: usize,
     /// Answers waiting for their record to be durable.
@@ -98,15 +96,9 @@ impl Default for GroupCommit {
 }
 
 impl GroupCommit {
-    /// Record `sequence` was added: wake the writer (a wake-up given while it writes is kept,
-    /// so the records of that interval go in the next write).
-    pub fn recorded(&self, sequence: u64) {
-        self.inner.activity.send_if_modified(|activity| {
-            let numbered = activity.numbered.max(sequence + 1);
-            let changed = numbered != activity.numbered;
-            activity.numbered = numbered;
-            changed
-        });
+    /// A record was added: wake the writer (a wake-up given while it writes is kept, so the
+    /// records of that interval go in the next write).
+    pub fn recorded(&self) {
         self.inner.pending.notify_one();
     }
 
@@ -200,17 +192,16 @@ impl CommitWriter {
     }
 
     /// Resolves once waiting longer cannot make the next write carry more (module docs): at
-    /// least `at_least` records are not yet durable, and every open connection of the serving
-    /// ports is an answer waiting for its record.
+    /// least `at_least` answers wait for their records, and every open connection of the
+    /// serving ports is one of them. Answers, not records: records nobody waits for (those of
+    /// answers already sent after the bound, or kept while the API was away) never make a
+    /// write go early, so a writer with such records and nobody asking keeps its interval
+    /// instead of writing again at once (the scale bench's Node churn found that loop).
     pub async fn everyone_waits(&self, at_least: u64) {
+        let at_least = usize::try_from(at_least).unwrap_or(usize::MAX).max(1);
         let mut activity = self.inner.activity.subscribe();
-        let durable = &self.inner.durable;
-        // `durable` only moves when this writer commits, never while it waits here.
         let _ = activity
-            .wait_for(|a| {
-                a.numbered.saturating_sub(*durable.borrow()) >= at_least.max(1)
-                    && a.waiting >= a.open
-            })
+            .wait_for(|a| a.waiting >= at_least && a.waiting >= a.open)
             .await;
     }
 
@@ -260,7 +251,7 @@ mod tests {
             let commit = commit.clone();
             async move { commit.wait(2, Duration::from_secs(2)).await }
         });
-        commit.recorded(2);
+        commit.recorded();
         writer.pending().await;
         // A write that carried records 0 and 1 only does not release record 2.
         writer.committed(2);
@@ -290,8 +281,8 @@ mod tests {
         let commit = GroupCommit::default();
         let writer = commit.writer();
         // Two records while the writer is busy: one wake-up is kept for it.
-        commit.recorded(0);
-        commit.recorded(1);
+        commit.recorded();
+        commit.recorded();
         tokio::time::timeout(Duration::from_millis(1), writer.pending())
             .await
             .expect("a kept wake-up");
@@ -323,7 +314,7 @@ mod tests {
             (0..=EARLY_BATCH).map(|_| commit.connection()).collect();
         let waits: Vec<_> = (0..EARLY_BATCH)
             .map(|sequence| {
-                commit.recorded(sequence);
+                commit.recorded();
                 let commit = commit.clone();
                 tokio::spawn(async move { commit.wait(sequence, Duration::from_secs(2)).await })
             })
@@ -340,7 +331,7 @@ mod tests {
         drop(connections);
         // One machine alone waits on its connection: too small a batch to go early.
         let _connection = commit.connection();
-        commit.recorded(EARLY_BATCH);
+        commit.recorded();
         let alone = tokio::spawn({
             let commit = commit.clone();
             async move { commit.wait(EARLY_BATCH, Duration::from_secs(2)).await }
@@ -349,6 +340,21 @@ mod tests {
         assert!(!early(&writer).await, "one record waits for the interval");
         writer.committed(EARLY_BATCH + 1);
         assert_eq!(alone.await.unwrap(), Durability::Durable);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn records_nobody_waits_for_never_make_a_write_go_early() {
+        let commit = GroupCommit::default();
+        let writer = commit.writer();
+        // Many records not yet durable, no connection, nobody waiting (their answers went out
+        // after the bound): the writer keeps its interval.
+        for _ in 0..4 * EARLY_BATCH {
+            commit.recorded();
+        }
+        assert!(!early(&writer).await, "nobody waits for these records");
+        // Still none after a write that did not carry them all.
+        writer.committed(EARLY_BATCH);
+        assert!(!early(&writer).await);
     }
 
     #[tokio::test(start_paused = true)]

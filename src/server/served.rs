@@ -200,7 +200,7 @@ impl ServedLog {
     /// records writer.
     pub fn record(&self, address: IpAddr, record: ServedRecord) -> u64 {
         let sequence = self.lock().insert(address.to_canonical(), record);
-        self.commit.recorded(sequence);
+        self.commit.recorded();
         sequence
     }
 
@@ -255,7 +255,7 @@ impl ServedLog {
     /// number ([`ServedLog::durable`]) and wakes the records writer.
     pub fn record_failure(&self, address: IpAddr, failure: FailureRecord) -> u64 {
         let sequence = self.lock().insert_failure(address.to_canonical(), failure);
-        self.commit.recorded(sequence);
+        self.commit.recorded();
         sequence
     }
 
