@@ -15,7 +15,10 @@
 //! The build is a release build with thin LTO (minutes on two cores the first time). Its target
 //! directory is the test's own (`target/tmp/image-context/target`, which the context's `target`
 //! links to, where the Dockerfile's `ldd` looks), so it never waits for the suite's build lock,
-//! and the copied files keep their modification times, so an unchanged tree is not rebuilt.
+//! and the copied files keep their modification times, so an unchanged tree is not rebuilt. The
+//! context itself is laid out outside the checkout (under the system's temporary directory, one
+//! per checkout): cargo reads every `.cargo/config.toml` above the directory it runs in, and the
+//! checkout's own would be one that Docker's build never sees.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -552,12 +555,22 @@ fn tail(output: &[u8], lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
+/// Where the context is laid out: outside the checkout (module docs), at a path fixed for this
+/// checkout so that cargo's fingerprints (which name the package's path) carry over between
+/// runs.
+fn context_dir(root: &Path) -> PathBuf {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    root.hash(&mut hasher);
+    std::env::temp_dir().join(format!("mcs-image-context-{:016x}", hasher.finish()))
+}
+
 #[test]
 fn the_image_builds_from_exactly_what_its_build_stage_copies() {
     let image = image();
     let repo = mcs::repo();
     let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("image-context");
-    let context = root.join("context");
+    let context = context_dir(&root);
     let target = root.join("target");
 
     // An empty directory standing for WORKDIR, with exactly what the COPY lines copy.
@@ -577,8 +590,10 @@ fn the_image_builds_from_exactly_what_its_build_stage_copies() {
 
     // Cargo reads `.cargo/config.toml` in every directory above the one it runs in; Docker's
     // build has none above WORKDIR, so none may be above this one either.
+    // The context's own (what the Dockerfile copies into WORKDIR) is read by both.
     let configs: Vec<PathBuf> = context
         .ancestors()
+        .skip(1)
         .flat_map(|dir| [dir.join(".cargo/config.toml"), dir.join(".cargo/config")])
         .filter(|config| config.exists())
         .filter(|config| {
