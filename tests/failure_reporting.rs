@@ -80,6 +80,16 @@ fn recorded(dir: &str) -> Vec<Recorded> {
 }
 
 /// `GET /config/<pool>` with the Accept header a machine of `spec` sends (`none`: none).
+/// Asks `server` what `answer` was asked and checks that status and bytes are the recorded
+/// ones (`whose`: the recording's server, for the message).
+fn ask_as_recorded(server: &Server, answer: &Recorded, whose: &str) -> mcs::Response {
+    let ours = ask(server, &answer.pool, &answer.spec);
+    let what = format!("{} {}", answer.pool, answer.spec);
+    assert_eq!(ours.status, answer.status, "{what}");
+    assert!(ours.body == answer.body, "{what}: not {whose} bytes");
+    ours
+}
+
 fn ask(server: &Server, pool: &str, spec: &str) -> mcs::Response {
     let accept = format!("application/vnd.coreos.ignition+json;version={spec}, */*;q=0.1");
     let headers: Vec<(&str, &str)> = match spec {
@@ -167,18 +177,7 @@ fn bootstrap_answers_with_the_flag_are_upstream_pr_6124s() {
     let answers = recorded("pr6124-89aa74a52/bootstrap");
     assert_eq!(answers.len(), 16);
     for answer in answers {
-        let ours = ask(&server, &answer.pool, &answer.spec);
-        assert_eq!(
-            ours.status, answer.status,
-            "{} {}",
-            answer.pool, answer.spec
-        );
-        assert!(
-            ours.body == answer.body,
-            "{} {}: not the PR's bytes",
-            answer.pool,
-            answer.spec
-        );
+        let ours = ask_as_recorded(&server, &answer, "the PR's");
         // The root CA, no URL: upstream's bootstrap server has none.
         assert_eq!(
             file(&ours.body, CA_PATH).as_deref(),
@@ -193,18 +192,7 @@ fn bootstrap_answers_with_the_flag_are_upstream_pr_6124s() {
 fn bootstrap_answers_without_the_flag_are_the_originals() {
     let server = Server::bootstrap(&base_dir(), &[]);
     for answer in recorded("original-7ff337a4f/bootstrap") {
-        let ours = ask(&server, &answer.pool, &answer.spec);
-        assert_eq!(
-            ours.status, answer.status,
-            "{} {}",
-            answer.pool, answer.spec
-        );
-        assert!(
-            ours.body == answer.body,
-            "{} {}: not 7ff337a4f's bytes",
-            answer.pool,
-            answer.spec
-        );
+        let ours = ask_as_recorded(&server, &answer, "7ff337a4f's");
         // Arbiter's MachineConfig writes the file itself: kept as it is.
         assert_ne!(
             file(&ours.body, CA_PATH).as_deref(),
