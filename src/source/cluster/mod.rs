@@ -320,6 +320,18 @@ const KUBECONFIG_SUBJECT: &str = "served kubeconfig";
 /// How long the caches may take to sync before the builder names the ones still missing.
 const SYNC_WARNING_AFTER: Duration = Duration::from_secs(30);
 
+/// Waits for the failure-report advertisement to change. A server without
+/// `--advertise-failure-reporting` gets an advertisement whose sender is gone at once (it can
+/// never change), and a closed channel's `changed()` returns at once, every time: waiting on it
+/// as it is turned the builder's loop into a busy loop (a core spent re-reading the token
+/// directory through the blocking pool, for as long as the server ran). A closed channel waits
+/// forever instead.
+async fn advertisement_changed(advertisement: &mut watch::Receiver<Advertisement>) {
+    if advertisement.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 impl Builder {
     async fn run(mut self, changed: Arc<Notify>, mut shutdown: watch::Receiver<bool>) {
         let started = tokio::time::Instant::now();
@@ -340,7 +352,7 @@ impl Builder {
                 }
                 // The layered gate follows the rights.
                 _ = grants.changed() => true,
-                changed = advertisement.changed() => changed.is_ok(),
+                _ = advertisement_changed(&mut advertisement) => true,
                 _ = poll.tick() => false,
             };
             self.dirty |= caches_changed;
@@ -469,5 +481,37 @@ impl Builder {
         for subject in resolved {
             info!(%subject, "resolved");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The advertisement of a server without `--advertise-failure-reporting` is a closed
+    /// channel; the builder waiting on it must sleep, not return at once every time (which
+    /// spent a core on an idle server).
+    #[tokio::test(start_paused = true)]
+    async fn an_advertisement_that_can_never_change_never_wakes_the_builder() {
+        let mut closed = failure_reporting::off();
+        assert!(
+            closed.changed().await.is_err(),
+            "the advertisement of a server without the flag is a closed channel"
+        );
+        let mut off = failure_reporting::off();
+        let woke =
+            tokio::time::timeout(Duration::from_secs(3600), advertisement_changed(&mut off)).await;
+        assert!(woke.is_err(), "a closed advertisement woke the builder");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_changed_advertisement_wakes_the_builder() {
+        let (tx, mut rx) = watch::channel(Advertisement::Pending);
+        let waiting = tokio::spawn(async move { advertisement_changed(&mut rx).await });
+        tx.send(Advertisement::Off).unwrap();
+        tokio::time::timeout(Duration::from_secs(1), waiting)
+            .await
+            .expect("the builder woke on the change")
+            .unwrap();
     }
 }
