@@ -672,7 +672,7 @@ mod tests {
     use super::*;
     use crate::rights::{Grants, Names, Requirements};
     use crate::server::notices::{EventNotices, QUEUE};
-    use crate::server::served::ServedRecord;
+    use crate::server::served::{Answer, ServedRecord};
     use crate::snapshot::{Input, Mode};
     use k8s_openapi::api::core::v1::Node;
     use serde_json::json;
@@ -736,14 +736,16 @@ mod tests {
     }
 
     fn worker_record() -> ServedRecord {
-        ServedRecord {
-            pool: "worker".into(),
-            rendered_config: "rendered-worker-1".into(),
-            image: None,
-            spec_version: SpecVersion::V3_4,
-            ignition: None,
-            served_at: std::time::SystemTime::UNIX_EPOCH,
-        }
+        ServedRecord::new(
+            Answer {
+                pool: "worker".into(),
+                rendered_config: "rendered-worker-1".into(),
+                image: None,
+                spec_version: SpecVersion::V3_4,
+                ignition: None,
+            },
+            std::time::SystemTime::UNIX_EPOCH,
+        )
     }
 
     fn summary(events: &[PlannedEvent]) -> Vec<(String, String)> {

@@ -58,6 +58,7 @@
 //! Owns this ConfigMap only. The request path only touches [`ServedLog`] and waits, bounded,
 //! on the group commit; it never calls the API.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -83,7 +84,7 @@ use crate::ignition::SpecVersion;
 use crate::metrics::Metrics;
 use crate::rights::Feature;
 use crate::server::commit::{CommitWriter, EARLY_BATCH};
-use crate::server::served::{FailureRecord, ServedLog, ServedRecord, WriteSet};
+use crate::server::served::{Answer, FailureRecord, ServedLog, ServedRecord, WriteSet};
 use crate::snapshot::Snapshot;
 use crate::source::cluster::rights::Rights;
 use crate::telemetry::ErrorChain;
@@ -365,9 +366,10 @@ pub fn decode_all(text: &str) -> Result<Decoded, DecodeError> {
         return Err(DecodeError::UnknownVersion(wire.v));
     }
     let agents_fit = wire.agent.len() == wire.served.len();
-    let agent_of = |position: usize| -> Option<String> {
+    let agent_of = |position: usize| -> Option<usize> {
         let index = *wire.agent.get(position).filter(|_| agents_fit)?;
-        wire.agents.get(index.checked_sub(1)?).cloned()
+        let index = index.checked_sub(1)?;
+        wire.agents.get(index).map(|_| index)
     };
     let failures = wire
         .failures
@@ -387,24 +389,36 @@ pub fn decode_all(text: &str) -> Result<Decoded, DecodeError> {
             ))
         })
         .collect();
+    // One answer per (config, client release) pair, shared by its records.
+    let mut answers: HashMap<(usize, Option<usize>), Arc<Answer>> = HashMap::new();
     let served = wire
         .served
         .iter()
         .enumerate()
         .filter_map(|(position, (address, config, at))| {
             let address: IpAddr = address.parse().ok()?;
-            let (pool, rendered_config, version, image) = wire.configs.get(*config)?;
-            let spec_version = SpecVersion::ALL
-                .into_iter()
-                .find(|v| v.as_str() == version)?;
+            let agent = agent_of(position);
+            let answer = match answers.entry((*config, agent)) {
+                Entry::Occupied(known) => known.get().clone(),
+                Entry::Vacant(slot) => {
+                    let (pool, rendered_config, version, image) = wire.configs.get(*config)?;
+                    let spec_version = SpecVersion::ALL
+                        .into_iter()
+                        .find(|v| v.as_str() == version)?;
+                    slot.insert(Arc::new(Answer {
+                        pool: pool.clone(),
+                        rendered_config: rendered_config.clone(),
+                        image: (!image.is_empty()).then(|| image.clone()),
+                        spec_version,
+                        ignition: agent.and_then(|index| wire.agents.get(index).cloned()),
+                    }))
+                    .clone()
+                }
+            };
             Some((
                 address.to_canonical(),
                 ServedRecord {
-                    pool: pool.clone(),
-                    rendered_config: rendered_config.clone(),
-                    image: (!image.is_empty()).then(|| image.clone()),
-                    spec_version,
-                    ignition: agent_of(position),
+                    answer,
                     served_at: UNIX_EPOCH + Duration::from_millis(*at),
                 },
             ))

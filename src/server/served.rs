@@ -22,7 +22,7 @@
 //! recent answers matter; the bound keeps a scan of the port or a flood of requests from growing
 //! memory.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
@@ -38,9 +38,11 @@ pub const DEFAULT_CAPACITY: usize = 4096;
 /// Most failure reports remembered (one per address).
 pub const FAILURE_CAPACITY: usize = 1024;
 
-/// What one successful config request was answered with.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServedRecord {
+/// What a machine was answered, apart from when: the same for every machine of a pool that
+/// asked with the same client release, so the records of a burst share one
+/// ([`ServedRecord::answer`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Answer {
     /// The pool named in the request path.
     pub pool: String,
     /// The rendered MachineConfig the payload was built from.
@@ -51,19 +53,68 @@ pub struct ServedRecord {
     pub spec_version: SpecVersion,
     /// The client's Ignition release from its `User-Agent` (`None`: not an Ignition one).
     pub ignition: Option<String>,
+}
+
+/// What one successful config request was answered with, and when. Reads as its [`Answer`]
+/// (`record.pool`); the answer itself is shared: thousands of records (a scale-up, each copy
+/// the records writer, the shared view and the publisher take) hold a few distinct answers,
+/// and four strings each made them the largest part of the memory a burst of new machines
+/// leaves behind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServedRecord {
+    pub answer: Arc<Answer>,
     /// When the answer was sent.
     pub served_at: SystemTime,
 }
 
 impl ServedRecord {
+    pub fn new(answer: Answer, served_at: SystemTime) -> Self {
+        ServedRecord {
+            answer: Arc::new(answer),
+            served_at,
+        }
+    }
+
     /// The same answer (pool, rendered config, image, spec version) to the same client
     /// release, whenever it was given.
     pub fn same_answer(&self, other: &ServedRecord) -> bool {
-        self.pool == other.pool
-            && self.rendered_config == other.rendered_config
-            && self.image == other.image
-            && self.spec_version == other.spec_version
-            && self.ignition == other.ignition
+        Arc::ptr_eq(&self.answer, &other.answer) || self.answer == other.answer
+    }
+
+    /// The answer, to change it (a copy of its own when it is shared).
+    pub fn answer_mut(&mut self) -> &mut Answer {
+        Arc::make_mut(&mut self.answer)
+    }
+}
+
+impl std::ops::Deref for ServedRecord {
+    type Target = Answer;
+
+    fn deref(&self) -> &Answer {
+        &self.answer
+    }
+}
+
+/// Shares equal answers: one allocation per distinct answer however many records hold it.
+#[derive(Debug, Default)]
+pub struct AnswerTable {
+    answers: HashSet<Arc<Answer>>,
+}
+
+impl AnswerTable {
+    /// Answers no record holds any more are dropped once the table holds this many.
+    const PRUNE_AT: usize = 256;
+
+    /// The shared answer equal to `answer` (`answer` itself when it is new).
+    pub fn share(&mut self, answer: Arc<Answer>) -> Arc<Answer> {
+        if let Some(known) = self.answers.get(&answer) {
+            return known.clone();
+        }
+        if self.answers.len() >= Self::PRUNE_AT {
+            self.answers.retain(|known| Arc::strong_count(known) > 1);
+        }
+        self.answers.insert(answer.clone());
+        answer
     }
 }
 
@@ -117,12 +168,14 @@ struct Inner {
     by_age: BTreeMap<u64, IpAddr>,
     failures: HashMap<IpAddr, (u64, FailureRecord)>,
     failures_by_age: BTreeMap<u64, IpAddr>,
+    answers: AnswerTable,
 }
 
 impl Inner {
     /// Remembers `record` for the (canonical) `address`, forgetting the oldest when full;
     /// returns the record's number.
-    fn insert(&mut self, address: IpAddr, record: ServedRecord) -> u64 {
+    fn insert(&mut self, address: IpAddr, mut record: ServedRecord) -> u64 {
+        record.answer = self.answers.share(record.answer);
         let sequence = self.next_sequence;
         self.next_sequence += 1;
         // The machine started over from Ignition: an earlier failure is history.
@@ -188,6 +241,7 @@ impl ServedLog {
                 by_age: BTreeMap::new(),
                 failures: HashMap::new(),
                 failures_by_age: BTreeMap::new(),
+                answers: AnswerTable::default(),
             })),
             commit: GroupCommit::default(),
             clock: ClusterClock::default(),
@@ -219,14 +273,16 @@ impl ServedLog {
         client: Option<&IgnitionRelease>,
     ) -> Option<u64> {
         let address = remote?.ip().to_canonical();
-        let record = ServedRecord {
-            pool: pool.to_owned(),
-            rendered_config: rendered.rendered_config.clone(),
-            image: rendered.image.clone(),
-            spec_version: rendered.version,
-            ignition: client.map(|c| c.as_str().to_owned()),
-            served_at: self.clock.now(),
-        };
+        let record = ServedRecord::new(
+            Answer {
+                pool: pool.to_owned(),
+                rendered_config: rendered.rendered_config.clone(),
+                image: rendered.image.clone(),
+                spec_version: rendered.version,
+                ignition: client.map(|c| c.as_str().to_owned()),
+            },
+            self.clock.now(),
+        );
         if self.refresh_durable(address, &record) {
             return None;
         }
@@ -436,14 +492,52 @@ mod tests {
     use std::time::Duration;
 
     fn record(config: &str) -> ServedRecord {
-        ServedRecord {
-            pool: "worker".into(),
-            rendered_config: config.into(),
-            image: None,
-            spec_version: SpecVersion::V3_4,
-            ignition: Some("2.20.0".into()),
-            served_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        ServedRecord::new(
+            Answer {
+                pool: "worker".into(),
+                rendered_config: config.into(),
+                image: None,
+                spec_version: SpecVersion::V3_4,
+                ignition: Some("2.20.0".into()),
+            },
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        )
+    }
+
+    /// A burst of new machines leaves thousands of records of a few answers: each answer is
+    /// held once, however many records (and copies of them) carry it.
+    #[test]
+    fn records_of_the_same_answer_share_it() {
+        let log = ServedLog::with_capacity(100);
+        for i in 0..50u8 {
+            log.record(IpAddr::from([10, 0, 0, i]), record("rendered-worker-1"));
         }
+        log.record(IpAddr::from([10, 0, 1, 1]), record("rendered-worker-2"));
+        let entries = log.entries();
+        let first = &entries.last().unwrap().1;
+        let shared = entries
+            .iter()
+            .filter(|(_, r)| Arc::ptr_eq(&r.answer, &first.answer))
+            .count();
+        assert_eq!(shared, 50);
+        assert_eq!(entries[0].1.rendered_config, "rendered-worker-2");
+        assert!(!Arc::ptr_eq(&entries[0].1.answer, &first.answer));
+        // Changing one record's answer leaves the others as they were.
+        let mut changed = first.clone();
+        changed.answer_mut().ignition = None;
+        assert_eq!(first.ignition.as_deref(), Some("2.20.0"));
+        assert!(!changed.same_answer(first));
+    }
+
+    #[test]
+    fn the_answer_table_forgets_answers_no_record_holds() {
+        let mut table = AnswerTable::default();
+        let kept = table.share(record("kept").answer);
+        for i in 0..1000 {
+            table.share(record(&format!("gone-{i}")).answer);
+        }
+        assert!(table.answers.len() <= AnswerTable::PRUNE_AT);
+        assert!(Arc::ptr_eq(&table.share(record("kept").answer), &kept));
     }
 
     fn failure(at_secs: u64) -> FailureRecord {

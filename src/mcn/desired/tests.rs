@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::json;
 
 use crate::ignition::SpecVersion;
-use crate::server::served::ServedRecord;
+use crate::server::served::{Answer, ServedRecord};
 
 const DIGEST_IMAGE: &str = "quay.example.com/ocp/os@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
@@ -29,14 +29,16 @@ fn node(annotations: &[(&str, &str)]) -> Node {
 fn bootstrap(config: &str, image: Option<&str>) -> Bootstrap {
     Bootstrap {
         address: "10.0.0.21".parse().unwrap(),
-        record: ServedRecord {
-            pool: "worker".into(),
-            rendered_config: config.into(),
-            image: image.map(str::to_owned),
-            spec_version: SpecVersion::V3_4,
-            ignition: Some("2.20.0".into()),
-            served_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
-        },
+        record: ServedRecord::new(
+            Answer {
+                pool: "worker".into(),
+                rendered_config: config.into(),
+                image: image.map(str::to_owned),
+                spec_version: SpecVersion::V3_4,
+                ignition: Some("2.20.0".into()),
+            },
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        ),
         served_by: None,
         also_served_by: Vec::new(),
     }
@@ -157,7 +159,7 @@ fn bootstrap_record_annotations_say_what_was_served() {
     assert!(!without_image.contains_key(annotations::BOOTSTRAP_IMAGE));
     // A request whose User-Agent named no Ignition release.
     let mut curl = bootstrap("rendered-worker-booted", None);
-    curl.record.ignition = None;
+    curl.record.answer_mut().ignition = None;
     assert_eq!(
         bootstrap_annotations(&curl)[annotations::BOOTSTRAP_IGNITION_CLIENT],
         "unknown"

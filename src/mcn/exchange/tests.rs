@@ -3,14 +3,16 @@ use crate::api::machineconfignode::MachineConfigNode;
 use crate::mcn::matching::CLOCK_SKEW;
 
 fn record(config: &str, image: Option<&str>, at_ms: u64) -> ServedRecord {
-    ServedRecord {
-        pool: "worker".into(),
-        rendered_config: config.into(),
-        image: image.map(str::to_owned),
-        spec_version: SpecVersion::V3_4,
-        ignition: None,
-        served_at: UNIX_EPOCH + Duration::from_millis(at_ms),
-    }
+    ServedRecord::new(
+        Answer {
+            pool: "worker".into(),
+            rendered_config: config.into(),
+            image: image.map(str::to_owned),
+            spec_version: SpecVersion::V3_4,
+            ignition: None,
+        },
+        UNIX_EPOCH + Duration::from_millis(at_ms),
+    )
 }
 
 fn ip(text: &str) -> IpAddr {
@@ -48,6 +50,9 @@ fn encoding_round_trips_newest_first_with_shared_answers() {
         let original = entries.iter().find(|(a, _)| a == address).unwrap();
         assert_eq!(record, &original.1);
     }
+    // The two records of one answer hold one copy of it.
+    assert!(Arc::ptr_eq(&decoded[1].1.answer, &decoded[2].1.answer));
+    assert!(!Arc::ptr_eq(&decoded[0].1.answer, &decoded[1].1.answer));
 }
 
 #[test]
@@ -286,9 +291,10 @@ struct EarlierWire {
 
 #[test]
 fn client_releases_and_failures_round_trip_and_earlier_replicas_still_read_the_records() {
-    let with_client = |config: &str, client: Option<&str>, at| ServedRecord {
-        ignition: client.map(str::to_owned),
-        ..record(config, None, at)
+    let with_client = |config: &str, client: Option<&str>, at| {
+        let mut record = record(config, None, at);
+        record.answer_mut().ignition = client.map(str::to_owned);
+        record
     };
     let entries = vec![
         (
@@ -360,13 +366,12 @@ fn client_releases_and_failures_round_trip_and_earlier_replicas_still_read_the_r
 fn failures_take_at_most_half_the_bytes_and_the_value_stays_bounded() {
     let entries: Vec<_> = (0..10_000u32)
         .map(|i| {
-            (
-                IpAddr::from((0x0a00_0000 + i).to_be_bytes()),
-                ServedRecord {
-                    ignition: Some(format!("2.{}.0", i % 30)),
-                    ..record("rendered-worker-1", None, 1_732_480_000_000 + u64::from(i))
-                },
-            )
+            (IpAddr::from((0x0a00_0000 + i).to_be_bytes()), {
+                let mut record =
+                    record("rendered-worker-1", None, 1_732_480_000_000 + u64::from(i));
+                record.answer_mut().ignition = Some(format!("2.{}.0", i % 30));
+                record
+            })
         })
         .collect();
     let failures: Vec<_> = (0..2_000u32)

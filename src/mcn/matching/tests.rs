@@ -5,6 +5,7 @@ use serde_json::json;
 use std::time::UNIX_EPOCH;
 
 use crate::ignition::SpecVersion;
+use crate::server::served::Answer;
 
 /// Nodes are created at this Unix time.
 const JOINED: u64 = 1_700_000_000;
@@ -29,14 +30,16 @@ fn node_with_role(name: &str, role: &str, ips: &[&str]) -> Node {
 }
 
 fn record(pool: &str, config: &str, at: u64) -> ServedRecord {
-    ServedRecord {
-        pool: pool.into(),
-        rendered_config: config.into(),
-        image: None,
-        spec_version: SpecVersion::V3_5,
-        ignition: None,
-        served_at: UNIX_EPOCH + Duration::from_secs(at),
-    }
+    ServedRecord::new(
+        Answer {
+            pool: pool.into(),
+            rendered_config: config.into(),
+            image: None,
+            spec_version: SpecVersion::V3_5,
+            ignition: None,
+        },
+        UNIX_EPOCH + Duration::from_secs(at),
+    )
 }
 
 fn ip(text: &str) -> IpAddr {

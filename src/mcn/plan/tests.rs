@@ -1,6 +1,6 @@
 use super::*;
 use crate::mcn::matching::CLOCK_SKEW;
-use crate::server::served::ServedRecord;
+use crate::server::served::{Answer, ServedRecord};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, UNIX_EPOCH};
@@ -76,14 +76,16 @@ fn no_records(_: IpAddr) -> Option<ServedRecord> {
 }
 
 fn record(config: &str, at: i64) -> ServedRecord {
-    ServedRecord {
-        pool: "worker".into(),
-        rendered_config: config.into(),
-        image: None,
-        spec_version: SpecVersion::V3_4,
-        ignition: None,
-        served_at: UNIX_EPOCH + Duration::from_secs(u64::try_from(at).unwrap()),
-    }
+    ServedRecord::new(
+        Answer {
+            pool: "worker".into(),
+            rendered_config: config.into(),
+            image: None,
+            spec_version: SpecVersion::V3_4,
+            ignition: None,
+        },
+        UNIX_EPOCH + Duration::from_secs(u64::try_from(at).unwrap()),
+    )
 }
 
 fn mcn(value: Value) -> Arc<MachineConfigNode> {
