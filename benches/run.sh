@@ -44,6 +44,9 @@ TARGET_RSS_SYNTHETIC_MB=256
 # Issue 42: 20 pools of 4 MB in cluster mode (81 MiB of bodies) in at most this, both builds.
 TARGET_RSS_CLUSTER_MB=128
 TARGET_COLD_MS=20
+# Cluster mode at rest after the load (a closed channel once made the snapshot builder spin).
+TARGET_REST_CPU_PERCENT=2
+REST_SECONDS=${MCS_BENCH_REST_SECONDS:-5}
 
 die() { echo "benches/run.sh: $*" >&2; exit 1; }
 
@@ -497,6 +500,17 @@ bench_fixture() {
                     "$(awk -v o="$o" -v n="$n" 'BEGIN { printf "%.2f", (n > 0 ? o / n : 0) }')" "info" "-" \
                     "user+system time of the server processes / requests"
             done
+            if [[ $mode == cluster ]]; then
+                # At rest after the load: a server with nothing to do spends (nearly) nothing.
+                local rest_ticks rest_percent
+                rest_ticks=$(cpu_ticks "${OURS_PID[$b]}")
+                sleep "$REST_SECONDS"
+                rest_percent=$(awk -v t="$(($(cpu_ticks "${OURS_PID[$b]}") - rest_ticks))" -v hz="$CLK_TCK" -v s="$REST_SECONDS" \
+                    'BEGIN { printf "%.1f", t * 100 / hz / s }')
+                row "$name [$b]: server CPU at rest after the load" "$rest_percent% of a core" "-" "-" "< $TARGET_REST_CPU_PERCENT%" \
+                    "$(awk -v p="$rest_percent" -v t="$TARGET_REST_CPU_PERCENT" 'BEGIN { print (p < t ? "pass" : "FAIL") }')" \
+                    "user+system time over ${REST_SECONDS}s without requests (watches, token poll, housekeeping)"
+            fi
             rss=$(peak_rss_kb "${OURS_PID[$b]}")
             nginx_rss=$(nginx_peak_rss_kb "$NGINX_PID")
             row "$name [$b]: peak RSS under load" "$((rss / 1024)) MB" "$((nginx_rss / 1024)) MB" "-" \
