@@ -556,6 +556,9 @@ if ((run_ours)); then
         BUILD_LIST=(custom)
         SERVER_BIN[custom]=$MCS_BENCH_SERVER_BIN
     fi
+    # Where cargo puts the binaries (CARGO_TARGET_DIR or the build config may move it).
+    TARGET_DIR=$(cd "$REPO" && cargo metadata --format-version 1 --no-deps |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
     for build in "${BUILD_LIST[@]}"; do
         [[ $build == custom ]] && continue
         case $build in
@@ -566,7 +569,7 @@ if ((run_ours)); then
         echo "building machine-config-server, $build build (release)" >&2
         (cd "$REPO" && cargo build --release --quiet "${features[@]}" --bin machine-config-server)
         # Both builds land at the same path: keep each one's binary.
-        cp "$REPO/target/release/machine-config-server" "$WORK/machine-config-server-$build"
+        cp "$TARGET_DIR/release/machine-config-server" "$WORK/machine-config-server-$build"
         SERVER_BIN[$build]=$WORK/machine-config-server-$build
     done
     if [[ -n ${SERVER_BIN[openssl]:-} ]]; then
