@@ -737,13 +737,7 @@ mod tests {
 
     fn worker_record() -> ServedRecord {
         ServedRecord::new(
-            Answer {
-                pool: "worker".into(),
-                rendered_config: "rendered-worker-1".into(),
-                image: None,
-                spec_version: SpecVersion::V3_4,
-                ignition: None,
-            },
+            Answer::worker("rendered-worker-1"),
             std::time::SystemTime::UNIX_EPOCH,
         )
     }

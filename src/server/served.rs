@@ -55,6 +55,21 @@ pub struct Answer {
     pub ignition: Option<String>,
 }
 
+#[cfg(test)]
+impl Answer {
+    /// The tests' usual answer: `rendered_config` to a worker at spec 3.4, no image, no
+    /// client release (struct update syntax changes the rest).
+    pub fn worker(rendered_config: &str) -> Answer {
+        Answer {
+            pool: "worker".into(),
+            rendered_config: rendered_config.into(),
+            image: None,
+            spec_version: SpecVersion::V3_4,
+            ignition: None,
+        }
+    }
+}
+
 /// What one successful config request was answered with, and when. Reads as its [`Answer`]
 /// (`record.pool`); the answer itself is shared: thousands of records (a scale-up, each copy
 /// the records writer, the shared view and the publisher take) hold a few distinct answers,
@@ -494,11 +509,8 @@ mod tests {
     fn record(config: &str) -> ServedRecord {
         ServedRecord::new(
             Answer {
-                pool: "worker".into(),
-                rendered_config: config.into(),
-                image: None,
-                spec_version: SpecVersion::V3_4,
                 ignition: Some("2.20.0".into()),
+                ..Answer::worker(config)
             },
             SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
         )

@@ -3,7 +3,6 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 
-use crate::ignition::SpecVersion;
 use crate::server::served::{Answer, ServedRecord};
 
 const DIGEST_IMAGE: &str = "quay.example.com/ocp/os@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -31,11 +30,9 @@ fn bootstrap(config: &str, image: Option<&str>) -> Bootstrap {
         address: "10.0.0.21".parse().unwrap(),
         record: ServedRecord::new(
             Answer {
-                pool: "worker".into(),
-                rendered_config: config.into(),
                 image: image.map(str::to_owned),
-                spec_version: SpecVersion::V3_4,
                 ignition: Some("2.20.0".into()),
+                ..Answer::worker(config)
             },
             SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
         ),

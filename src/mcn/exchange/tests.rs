@@ -5,11 +5,8 @@ use crate::mcn::matching::CLOCK_SKEW;
 fn record(config: &str, image: Option<&str>, at_ms: u64) -> ServedRecord {
     ServedRecord::new(
         Answer {
-            pool: "worker".into(),
-            rendered_config: config.into(),
             image: image.map(str::to_owned),
-            spec_version: SpecVersion::V3_4,
-            ignition: None,
+            ..Answer::worker(config)
         },
         UNIX_EPOCH + Duration::from_millis(at_ms),
     )

@@ -33,10 +33,8 @@ fn record(pool: &str, config: &str, at: u64) -> ServedRecord {
     ServedRecord::new(
         Answer {
             pool: pool.into(),
-            rendered_config: config.into(),
-            image: None,
             spec_version: SpecVersion::V3_5,
-            ignition: None,
+            ..Answer::worker(config)
         },
         UNIX_EPOCH + Duration::from_secs(at),
     )

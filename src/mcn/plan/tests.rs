@@ -8,7 +8,6 @@ use std::time::{Duration, UNIX_EPOCH};
 use serde_json::{json, Value};
 
 use crate::api::MachineConfigPool;
-use crate::ignition::SpecVersion;
 use crate::snapshot::Mode;
 
 const CREATED: i64 = 1_700_000_000;
@@ -77,13 +76,7 @@ fn no_records(_: IpAddr) -> Option<ServedRecord> {
 
 fn record(config: &str, at: i64) -> ServedRecord {
     ServedRecord::new(
-        Answer {
-            pool: "worker".into(),
-            rendered_config: config.into(),
-            image: None,
-            spec_version: SpecVersion::V3_4,
-            ignition: None,
-        },
+        Answer::worker(config),
         UNIX_EPOCH + Duration::from_secs(u64::try_from(at).unwrap()),
     )
 }
