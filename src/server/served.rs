@@ -93,7 +93,8 @@ impl ServedRecord {
     /// The same answer (pool, rendered config, image, spec version) to the same client
     /// release, whenever it was given.
     pub fn same_answer(&self, other: &ServedRecord) -> bool {
-        Arc::ptr_eq(&self.answer, &other.answer) || self.answer == other.answer
+        // Arc's equality of an `Eq` type is the pointer's first: shared answers compare at once.
+        self.answer == other.answer
     }
 
     /// The answer, to change it (a copy of its own when it is shared).
@@ -112,7 +113,7 @@ impl std::ops::Deref for ServedRecord {
 
 /// Shares equal answers: one allocation per distinct answer however many records hold it.
 #[derive(Debug, Default)]
-pub struct AnswerTable {
+struct AnswerTable {
     answers: HashSet<Arc<Answer>>,
 }
 
@@ -121,7 +122,7 @@ impl AnswerTable {
     const PRUNE_AT: usize = 256;
 
     /// The shared answer equal to `answer` (`answer` itself when it is new).
-    pub fn share(&mut self, answer: Arc<Answer>) -> Arc<Answer> {
+    fn share(&mut self, answer: Arc<Answer>) -> Arc<Answer> {
         if let Some(known) = self.answers.get(&answer) {
             return known.clone();
         }
