@@ -573,7 +573,9 @@ if ((run_ours)); then
         SERVER_BIN[$build]=$WORK/machine-config-server-$build
     done
     if [[ -n ${SERVER_BIN[openssl]:-} ]]; then
-        ldd "${SERVER_BIN[openssl]}" | grep -q 'libcrypto\.so\.3 => /' ||
+        # Not `grep -q`: it may exit before ldd has written everything, and under pipefail
+        # ldd's SIGPIPE would fail the check.
+        ldd "${SERVER_BIN[openssl]}" | grep 'libcrypto\.so\.3 => /' >/dev/null ||
             die "the OpenSSL build does not link libcrypto.so.3"
     fi
 fi

@@ -236,6 +236,99 @@ fn a_replica_killed_in_the_middle_of_the_write_loses_no_record() {
     every_node_gets_its_record(&api, &served);
 }
 
+/// Reads from `stream` into `raw` until it holds `wanted` bytes (or the peer closes).
+async fn read_at_least(stream: &mut tokio::net::TcpStream, raw: &mut Vec<u8>, wanted: usize) {
+    use tokio::io::AsyncReadExt as _;
+    let mut chunk = vec![0u8; 64 * 1024];
+    while raw.len() < wanted {
+        let n = stream.read(&mut chunk).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        raw.extend_from_slice(&chunk[..n]);
+    }
+}
+
+#[test]
+fn the_last_byte_of_an_answer_waits_for_its_record_while_the_rest_is_sent() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let api = ApiServer::start(Options::default());
+    load_realistic_cluster(&api);
+    let tokens = token_dir();
+    let proxy = FaultProxy::start(api.kubeconfig_file());
+    let replica = start_replica_on(proxy.kubeconfig_file(), &tokens, 0, 0);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let from = machine(60);
+    let held = proxy.hold_next(HoldAt::BeforeForwarding, carries_record_of(from));
+
+    runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(std::net::SocketAddr::new(from, 0)).unwrap();
+        let mut stream = socket.connect(replica.insecure).await.unwrap();
+        stream
+            .write_all(&mcs::request_bytes(
+                "GET",
+                "/config/worker",
+                &[("Accept", support::balancer::IGNITION_3_5)],
+            ))
+            .await
+            .unwrap();
+        // The head and every byte of the body but the last arrive while the write carrying
+        // the machine's record is on its way (here: held before it reaches the API server).
+        let mut raw = Vec::new();
+        let header_end = loop {
+            let wanted = raw.len() + 1;
+            read_at_least(&mut stream, &mut raw, wanted).await;
+            if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+                break end + 4;
+            }
+        };
+        let head = String::from_utf8_lossy(&raw[..header_end]).to_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .expect("a Content-Length")
+            .trim()
+            .parse()
+            .unwrap();
+        tokio::time::timeout(
+            DEADLINE,
+            read_at_least(&mut stream, &mut raw, header_end + length - 1),
+        )
+        .await
+        .expect("all but the last byte while the record is not durable");
+        assert_eq!(raw.len(), header_end + length - 1);
+        poll("the write carrying the record held", DEADLINE, || {
+            held.try_recv().ok()
+        });
+        let mut more = [0u8; 16];
+        assert!(
+            tokio::time::timeout(Duration::from_millis(500), stream.read(&mut more))
+                .await
+                .is_err(),
+            "the last byte waits while the write is held"
+        );
+        proxy.clear_hold();
+        proxy.release();
+        stream.read_to_end(&mut raw).await.unwrap();
+        assert_eq!(
+            raw.len(),
+            header_end + length,
+            "the whole body once durable"
+        );
+        let config: serde_json::Value = serde_json::from_slice(&raw[header_end..]).unwrap();
+        assert!(served_rendered_config(&config).starts_with("rendered-worker-"));
+    });
+    let metrics = mcs::request(replica.metrics, None, "GET", "/metrics", &[]).body;
+    assert!(
+        String::from_utf8_lossy(&metrics)
+            .lines()
+            .any(|l| l == "mcs_mcn_records_served_before_durable_total 0"),
+        "the answer completed only once its record was durable"
+    );
+}
+
 /// Start times of `log`'s served-records writes.
 fn record_writes(log: &[Logged]) -> Vec<Instant> {
     log.iter()

@@ -10,8 +10,9 @@
 //!   declares that count durable ([`CommitWriter::committed`]). Records that arrive while a
 //!   write is in flight go in the next one: one write carries every answer of its interval,
 //!   never one write per request.
-//! - A request waits for its number to be durable ([`GroupCommit::wait`]), at most a bound
-//!   (2 s by default): when the API is slow or unreachable the config is served anyway, the
+//! - An answer waits for its number to be durable ([`GroupCommit::wait`]), at most a bound
+//!   (2 s by default; its body is sent meanwhile, all but the last byte: [`super::held_tail`]):
+//!   when the API is slow or unreachable the config is served anyway, the
 //!   record stays pending in memory and is published when the API is back, and the answer is
 //!   counted as sent before its record was durable (`mcs_mcn_records_served_before_durable`).
 //!   A booting machine is never refused because of the API, and never delayed beyond the bound.
@@ -21,8 +22,9 @@
 //!   ones), and at least [`EARLY_BATCH`] answers wait ([`CommitWriter::everyone_waits`]). Then
 //!   nobody is on the way who could still join this write, and waiting out the interval would
 //!   only delay every answer of the batch. A batch that small or a connection doing something
-//!   else (a handshake, a request not yet answered, a response being sent, an idle keep-alive)
-//!   keeps the interval: a trickle of machines or a port scan never writes more often than
+//!   else (a handshake, a request not yet answered, a response that carries no new record, an
+//!   idle keep-alive) keeps the interval (an answer whose body is on its way while its last
+//!   byte waits for the record counts as waiting from the moment its record exists): a trickle of machines or a port scan never writes more often than
 //!   before, and a write goes early only with at least [`EARLY_BATCH`] records in it.
 //!
 //! Without a writer (bootstrap mode has no API to write to) nobody waits.
@@ -30,6 +32,7 @@
 //! Owns only the counters and the wake-up between the two sides; no I/O, no lock held across
 //! an `.await`.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,21 +115,34 @@ impl GroupCommit {
         }
     }
 
-    /// Waits at most `bound` for record `sequence` to be durable.
-    pub async fn wait(&self, sequence: u64, bound: Duration) -> Durability {
-        if !self.inner.writer.load(Ordering::Acquire) {
-            return Durability::NoWriter;
-        }
-        let _waiting = Waiting::new(&self.inner);
+    /// Waits at most `bound` for record `sequence` to be durable. The answer counts as waiting
+    /// from this call on, not from the future's first poll: an answer that sends its body while
+    /// the write is on its way ([`super::held_tail`]) polls it only for its last byte, and the
+    /// writer's early write must see it waiting as soon as its record exists.
+    pub fn wait(
+        &self,
+        sequence: u64,
+        bound: Duration,
+    ) -> impl Future<Output = Durability> + Send + 'static {
+        let waiting = self
+            .inner
+            .writer
+            .load(Ordering::Acquire)
+            .then(|| Waiting::new(self.inner.clone()));
         let mut durable = self.inner.durable.subscribe();
-        let written = tokio::time::timeout(bound, async {
-            durable.wait_for(|count| *count > sequence).await.is_ok()
-        })
-        .await;
-        if written == Ok(true) {
-            Durability::Durable
-        } else {
-            Durability::Pending
+        async move {
+            let Some(_waiting) = waiting else {
+                return Durability::NoWriter;
+            };
+            let written = tokio::time::timeout(bound, async {
+                durable.wait_for(|count| *count > sequence).await.is_ok()
+            })
+            .await;
+            if written == Ok(true) {
+                Durability::Durable
+            } else {
+                Durability::Pending
+            }
         }
     }
 
@@ -160,18 +176,18 @@ impl Drop for OpenConnection {
 }
 
 /// One answer waiting in [`GroupCommit::wait`], for as long as it waits.
-struct Waiting<'a> {
-    inner: &'a Inner,
+struct Waiting {
+    inner: Arc<Inner>,
 }
 
-impl<'a> Waiting<'a> {
-    fn new(inner: &'a Inner) -> Self {
+impl Waiting {
+    fn new(inner: Arc<Inner>) -> Self {
         inner.activity.send_modify(|activity| activity.waiting += 1);
         Waiting { inner }
     }
 }
 
-impl Drop for Waiting<'_> {
+impl Drop for Waiting {
     fn drop(&mut self) {
         self.inner
             .activity

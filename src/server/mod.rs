@@ -20,6 +20,7 @@
 pub mod access;
 pub mod admin;
 pub mod commit;
+pub mod held_tail;
 pub mod layered_decisions;
 pub mod listener;
 pub mod min_ignition;
@@ -314,23 +315,35 @@ async fn answer_config(
                     &state.pools,
                 );
             }
-            if !head {
-                // MCN publisher hook: the bootstrap record of the node this address becomes.
-                // The answer waits (bounded) until the batched write carrying the record has
-                // succeeded, so a replica that dies right after answering loses nothing.
-                if let Some(sequence) =
-                    state
-                        .served
-                        .record_answer(remote_addr, &pool, &rendered, client.as_ref())
-                {
-                    let durability = state.served.durable(sequence, RECORD_WAIT_BOUND).await;
-                    if durability == Durability::Pending {
-                        tracing::debug!(%pool, "answering before the served record is durable (API slow or unreachable)");
-                        state.metrics.served_before_durable();
-                    }
+            if head {
+                return ok_json(&rendered, Body::empty());
+            }
+            // MCN publisher hook: the bootstrap record of the node this address becomes. The
+            // body goes out at once but for its last byte, which waits (bounded) until the
+            // batched write carrying the record has succeeded: a replica that dies before that
+            // has told the machine nothing, and the write overlaps the transfer ([`held_tail`]).
+            let Some(sequence) =
+                state
+                    .served
+                    .record_answer(remote_addr, &pool, &rendered, client.as_ref())
+            else {
+                return ok_json(&rendered, Body::from(rendered.body.clone()));
+            };
+            let durable = state.served.durable(sequence, RECORD_WAIT_BOUND);
+            let metrics = state.metrics.clone();
+            let release = async move {
+                if durable.await == Durability::Pending {
+                    tracing::debug!(
+                        "answering before the served record is durable (API slow or unreachable)"
+                    );
+                    metrics.served_before_durable();
                 }
             }
-            ok_json(&rendered, head)
+            .instrument(tracing::Span::current());
+            ok_json(
+                &rendered,
+                Body::new(held_tail::HeldTail::new(rendered.body.clone(), release)),
+            )
         }
         Err(e) => {
             let status = match &*e {
@@ -400,13 +413,8 @@ pub fn status_for(error: &RenderError) -> StatusCode {
     }
 }
 
-/// A 200 with the payload; for HEAD the same headers and no body.
-fn ok_json(rendered: &Rendered, head: bool) -> Response<Body> {
-    let body = if head {
-        Body::empty()
-    } else {
-        Body::from(rendered.body.clone())
-    };
+/// A 200 with the payload's headers and `body` (empty for HEAD; the payload itself for GET).
+fn ok_json(rendered: &Rendered, body: Body) -> Response<Body> {
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

@@ -23,6 +23,7 @@
 //! memory.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
@@ -403,9 +404,14 @@ impl ServedLog {
         gone.len()
     }
 
-    /// Waits at most `bound` until the write carrying record `sequence` has succeeded.
-    pub async fn durable(&self, sequence: u64, bound: Duration) -> Durability {
-        self.commit.wait(sequence, bound).await
+    /// Waits at most `bound` until the write carrying record `sequence` has succeeded (the
+    /// answer counts as waiting from this call on: [`GroupCommit::wait`]).
+    pub fn durable(
+        &self,
+        sequence: u64,
+        bound: Duration,
+    ) -> impl Future<Output = Durability> + Send + 'static {
+        self.commit.wait(sequence, bound)
     }
 
     /// The group commit between the handler and the records writer (the writer takes its
