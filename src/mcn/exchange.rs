@@ -918,12 +918,14 @@ impl Flusher {
             self.commit.committed(count);
             return Ok(());
         }
+        let started = Instant::now();
         let result = self.write(&text).await;
         match &result {
             Ok(()) => {
                 debug!(
                     records,
                     bytes = text.len(),
+                    took_ms = started.elapsed().as_millis(),
                     "published this replica's served records"
                 );
                 self.metrics.mcn_records("published", "", 1);
