@@ -10,8 +10,8 @@
 //! an `.await`), so the request path never waits on the publisher.
 //!
 //! Every record is numbered in order; the records writer tells through [`GroupCommit`] up to
-//! which number they are durable, and the handler waits for its own ([`ServedLog::durable`],
-//! bounded; see [`super::commit`]).
+//! which number they are durable, and the answer's last byte waits for its own
+//! ([`ServedLog::durable`], bounded; see [`super::commit`] and [`super::held_tail`]).
 //!
 //! A failure report is numbered and made durable the same way, so that the machine's
 //! MachineConfigNode can carry it once its Node exists. A config answered to the address after
