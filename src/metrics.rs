@@ -267,7 +267,7 @@ impl Metrics {
             Family::new_with_constructor(latency_histogram);
         registry.register_with_unit(
             "request_duration",
-            "Time from request received to response headers ready, by pool",
+            "Time from request received to the answer ready (a new machine's answer: its served record durable), by pool",
             Unit::Seconds,
             request_duration.clone(),
         );

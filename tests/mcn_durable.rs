@@ -236,6 +236,17 @@ fn a_replica_killed_in_the_middle_of_the_write_loses_no_record() {
     every_node_gets_its_record(&api, &served);
 }
 
+/// The 200s `replica` counted for `/config/worker` (`mcs_requests_total`).
+fn answered_200(replica: &Server) -> f64 {
+    let body = mcs::request(replica.metrics, None, "GET", "/metrics", &[]).body;
+    String::from_utf8_lossy(&body)
+        .lines()
+        .filter(|l| l.starts_with("mcs_requests_total{"))
+        .filter(|l| l.contains("pool=\"worker\"") && l.contains("code=\"200\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// Reads from `stream` into `raw` until it holds `wanted` bytes (or the peer closes).
 async fn read_at_least(stream: &mut tokio::net::TcpStream, raw: &mut Vec<u8>, wanted: usize) {
     use tokio::io::AsyncReadExt as _;
@@ -309,6 +320,11 @@ fn the_last_byte_of_an_answer_waits_for_its_record_while_the_rest_is_sent() {
                 .is_err(),
             "the last byte waits while the write is held"
         );
+        assert_eq!(
+            answered_200(&replica),
+            0.0,
+            "an answer is counted once it is complete, not while its last byte waits"
+        );
         proxy.clear_hold();
         proxy.release();
         stream.read_to_end(&mut raw).await.unwrap();
@@ -319,6 +335,9 @@ fn the_last_byte_of_an_answer_waits_for_its_record_while_the_rest_is_sent() {
         );
         let config: serde_json::Value = serde_json::from_slice(&raw[header_end..]).unwrap();
         assert!(served_rendered_config(&config).starts_with("rendered-worker-"));
+    });
+    poll("the complete answer counted", DEADLINE, || {
+        (answered_200(&replica) == 1.0).then_some(())
     });
     let metrics = mcs::request(replica.metrics, None, "GET", "/metrics", &[]).body;
     assert!(

@@ -33,7 +33,9 @@ pub mod served;
 pub mod stall;
 pub mod tls;
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -130,10 +132,35 @@ struct Observed {
     version: Option<SpecVersion>,
     rendered_config: Option<String>,
     error_kind: Option<&'static str>,
+    /// A 200 whose last byte waits for its served record ([`held_tail`]): the body and the
+    /// wait. [`config`] sends it, and counts the answer when it is complete.
+    held: Option<HeldAnswer>,
+}
+
+/// The body of a 200 that waits for its record, and the wait (which itself reports an answer
+/// sent before its record was durable).
+struct HeldAnswer {
+    body: Bytes,
+    durable: Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+/// Runs its closure once, when dropped.
+struct OnDrop<F: FnOnce()>(Option<F>);
+
+impl<F: FnOnce()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        if let Some(run) = self.0.take() {
+            run();
+        }
+    }
 }
 
 /// `GET`/`HEAD /config/<pool>`: [`answer_config`] inside the request span, then the metrics, the
-/// span's outcome fields, the pool status board and the one info line per request.
+/// span's outcome fields, the pool status board and the one info line per request. An answer
+/// whose last byte waits for its served record is counted once it is complete (its record
+/// durable, or the wait's bound passed) or abandoned (the machine went away), whichever comes
+/// first: a replica that dies before its write succeeded has counted no answer that no machine
+/// got, and `mcs_requests_total` agrees with the 200s machines saw.
 async fn config(state: AppState, request: Request) -> Response<Body> {
     let started = Instant::now();
     let span = {
@@ -150,13 +177,43 @@ async fn config(state: AppState, request: Request) -> Response<Body> {
         )
     };
     let mut observed = Observed::default();
-    let response = answer_config(&state, request, &mut observed)
+    let mut response = answer_config(&state, request, &mut observed)
         .instrument(span.clone())
         .await;
 
     let status = response.status().as_u16();
-    let bytes = response.body().size_hint().exact().unwrap_or(0);
-    let elapsed = started.elapsed();
+    match observed.held.take() {
+        None => {
+            let bytes = response.body().size_hint().exact().unwrap_or(0);
+            account(&state, &span, &observed, status, bytes, started.elapsed());
+        }
+        Some(HeldAnswer { body, durable }) => {
+            let bytes = u64::try_from(body.len()).unwrap_or(u64::MAX);
+            let accounted = OnDrop(Some({
+                let span = span.clone();
+                move || account(&state, &span, &observed, status, bytes, started.elapsed())
+            }));
+            let release = async move {
+                durable.await;
+                drop(accounted);
+            }
+            .instrument(span);
+            *response.body_mut() = Body::new(held_tail::HeldTail::new(body, release));
+        }
+    }
+    response
+}
+
+/// The metrics, the span's outcome fields, the pool status board and the one info line of an
+/// answered config request.
+fn account(
+    state: &AppState,
+    span: &tracing::Span,
+    observed: &Observed,
+    status: u16,
+    bytes: u64,
+    elapsed: std::time::Duration,
+) {
     let pool_label = match &observed.pool {
         Some(pool) => {
             let exists = matches!(state.snapshots.borrow().pools.get(pool), Some(Ok(_)));
@@ -164,7 +221,7 @@ async fn config(state: AppState, request: Request) -> Response<Body> {
         }
         None => PoolLabel::unknown(),
     };
-    telemetry::record_response(&span, status, bytes, elapsed);
+    telemetry::record_response(span, status, bytes, elapsed);
     state
         .metrics
         .record_request(&pool_label, observed.version, status, elapsed, bytes);
@@ -175,12 +232,11 @@ async fn config(state: AppState, request: Request) -> Response<Body> {
         observed.rendered_config.as_deref(),
     );
     if let Some(kind) = observed.error_kind {
-        telemetry::record_error_kind(&span, kind);
+        telemetry::record_error_kind(span, kind);
         state.pools.record_error(&pool_label, kind, status);
     }
     // The one info line per request (as the original), carrying every span field.
     span.in_scope(|| tracing::info!("config request answered"));
-    response
 }
 
 async fn answer_config(
@@ -331,19 +387,17 @@ async fn answer_config(
             };
             let durable = state.served.durable(sequence, RECORD_WAIT_BOUND);
             let metrics = state.metrics.clone();
-            let release = async move {
-                if durable.await == Durability::Pending {
-                    tracing::debug!(
-                        "answering before the served record is durable (API slow or unreachable)"
-                    );
-                    metrics.served_before_durable();
-                }
-            }
-            .instrument(tracing::Span::current());
-            ok_json(
-                &rendered,
-                Body::new(held_tail::HeldTail::new(rendered.body.clone(), release)),
-            )
+            observed.held = Some(HeldAnswer {
+                body: rendered.body.clone(),
+                durable: Box::pin(async move {
+                    if durable.await == Durability::Pending {
+                        tracing::debug!("answering before the served record is durable (API slow or unreachable)");
+                        metrics.served_before_durable();
+                    }
+                }),
+            });
+            // [`config`] puts the held body in.
+            ok_json(&rendered, Body::empty())
         }
         Err(e) => {
             let status = match &*e {
