@@ -46,22 +46,30 @@ fn start_replica_on(
     slot: usize,
     generation: usize,
 ) -> Server {
+    start_replica_with(kubeconfig, tokens, slot, generation, &[])
+}
+
+/// [`start_replica_on`] with more environment (`extra` after the common settings).
+fn start_replica_with(
+    kubeconfig: &Path,
+    tokens: &tempfile::TempDir,
+    slot: usize,
+    generation: usize,
+    extra: &[(&str, &str)],
+) -> Server {
     let pod = format!("mcs-pod-{slot}-{generation}");
     let node = node_name(slot);
-    let server = Server::start_cluster(
-        kubeconfig,
-        APISERVER_URL,
-        tokens.path(),
-        &[
-            ("POD_NAME", pod.as_str()),
-            (mcn::ENV_NODE_NAME, node.as_str()),
-            (mcn::ENV_LEASE_DURATION_MS, "3000"),
-            (mcn::ENV_RENEW_PERIOD_MS, "500"),
-            (mcn::ENV_RENEW_DEADLINE_MS, "2000"),
-            (mcn::ENV_RETRY_PERIOD_MS, "300"),
-            (mcn::ENV_RESYNC_MS, "500"),
-        ],
-    );
+    let mut env = vec![
+        ("POD_NAME", pod.as_str()),
+        (mcn::ENV_NODE_NAME, node.as_str()),
+        (mcn::ENV_LEASE_DURATION_MS, "3000"),
+        (mcn::ENV_RENEW_PERIOD_MS, "500"),
+        (mcn::ENV_RENEW_DEADLINE_MS, "2000"),
+        (mcn::ENV_RETRY_PERIOD_MS, "300"),
+        (mcn::ENV_RESYNC_MS, "500"),
+    ];
+    env.extend_from_slice(extra);
+    let server = Server::start_cluster(kubeconfig, APISERVER_URL, tokens.path(), &env);
     poll("replica ready", DEADLINE, || {
         (mcs::request(server.metrics, None, "GET", "/readyz", &[]).status == 200).then_some(())
     });
@@ -374,6 +382,73 @@ fn most_in_one_second(times: &[Instant]) -> usize {
         })
         .max()
         .unwrap_or(0)
+}
+
+/// A burst of machines goes out with the write that carries it as soon as every connection
+/// waits for it, whatever the records writer did last: here its housekeeping pass (once a
+/// second, while nobody asks), which once held the next burst to the flush interval, so that
+/// one batch in ten of a storm waited twice as long. The interval is set far beyond the 2 s
+/// bound: an answer that waited for it would go out after the bound, counted as sent before
+/// its record was durable.
+#[test]
+fn a_burst_after_the_housekeeping_pass_is_written_as_soon_as_everyone_waits() {
+    const MACHINES: usize = 24;
+    let api = ApiServer::start(Options::default());
+    load_realistic_cluster(&api);
+    let tokens = token_dir();
+    let replica = start_replica_with(
+        api.kubeconfig_file(),
+        &tokens,
+        0,
+        0,
+        &[(mcn::ENV_RECORDS_FLUSH_MS, "30000")],
+    );
+    // The writer wrote once on start; its housekeeping pass comes within a second.
+    std::thread::sleep(Duration::from_millis(1500));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let results = runtime.block_on(async {
+        let fetches: Vec<_> = (0..MACHINES)
+            .map(|i| {
+                let from = IpAddr::V4(Ipv4Addr::new(127, 10, 9, u8::try_from(i + 1).unwrap()));
+                let to = replica.insecure;
+                tokio::spawn(async move {
+                    let asked = Instant::now();
+                    let response = fetch_config(to, from).await;
+                    (response.map(|r| r.status), asked.elapsed())
+                })
+            })
+            .collect();
+        let mut results = Vec::new();
+        for fetch in fetches {
+            results.push(fetch.await.unwrap());
+        }
+        results
+    });
+    let slowest = results.iter().map(|(_, took)| *took).max().unwrap();
+    let failed: Vec<String> = results
+        .iter()
+        .filter(|(status, _)| !matches!(status, Ok(200)))
+        .map(|(status, _)| format!("{status:?}"))
+        .collect();
+    let body = mcs::request(replica.metrics, None, "GET", "/metrics", &[]).body;
+    let not_durable: f64 = String::from_utf8_lossy(&body)
+        .lines()
+        .filter(|l| l.starts_with("mcs_mcn_records_served_before_durable_total "))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    eprintln!(
+        "{MACHINES} machines at once, 1.5 s after start: slowest answer {slowest:?}; \
+         answers sent before their record was durable: {not_durable}"
+    );
+    assert!(failed.is_empty(), "failed fetches: {failed:?}");
+    assert_eq!(
+        not_durable, 0.0,
+        "the burst waited out the bound instead of going with its early write"
+    );
+    assert!(
+        slowest < machine_config_server::server::commit::DEFAULT_WAIT_BOUND,
+        "slowest answer {slowest:?}"
+    );
 }
 
 #[test]
