@@ -384,6 +384,41 @@ fn most_in_one_second(times: &[Instant]) -> usize {
         .unwrap_or(0)
 }
 
+/// Every machine of `from` fetches its config through `to` at once, each on its own
+/// connection; what each got (the status) and how long it took, in `from`'s order.
+fn fetch_all_at_once(
+    runtime: &tokio::runtime::Runtime,
+    to: std::net::SocketAddr,
+    from: impl Iterator<Item = IpAddr>,
+) -> Vec<(std::io::Result<u16>, Duration)> {
+    runtime.block_on(async {
+        let fetches: Vec<_> = from
+            .map(|from| {
+                tokio::spawn(async move {
+                    let asked = Instant::now();
+                    let response = fetch_config(to, from).await;
+                    (response.map(|r| r.status), asked.elapsed())
+                })
+            })
+            .collect();
+        let mut results = Vec::new();
+        for fetch in fetches {
+            results.push(fetch.await.unwrap());
+        }
+        results
+    })
+}
+
+/// `mcs_mcn_records_served_before_durable_total` of `replica`.
+fn served_before_durable(replica: &Server) -> f64 {
+    let body = mcs::request(replica.metrics, None, "GET", "/metrics", &[]).body;
+    String::from_utf8_lossy(&body)
+        .lines()
+        .filter(|l| l.starts_with("mcs_mcn_records_served_before_durable_total "))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// A burst of machines goes out with the write that carries it as soon as every connection
 /// waits for it, whatever the records writer did last: here its housekeeping pass (once a
 /// second, while nobody asks), which once held the next burst to the flush interval, so that
@@ -406,36 +441,16 @@ fn a_burst_after_the_housekeeping_pass_is_written_as_soon_as_everyone_waits() {
     // The writer wrote once on start; its housekeeping pass comes within a second.
     std::thread::sleep(Duration::from_millis(1500));
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let results = runtime.block_on(async {
-        let fetches: Vec<_> = (0..MACHINES)
-            .map(|i| {
-                let from = IpAddr::V4(Ipv4Addr::new(127, 10, 9, u8::try_from(i + 1).unwrap()));
-                let to = replica.insecure;
-                tokio::spawn(async move {
-                    let asked = Instant::now();
-                    let response = fetch_config(to, from).await;
-                    (response.map(|r| r.status), asked.elapsed())
-                })
-            })
-            .collect();
-        let mut results = Vec::new();
-        for fetch in fetches {
-            results.push(fetch.await.unwrap());
-        }
-        results
-    });
+    let machines =
+        (0..MACHINES).map(|i| IpAddr::V4(Ipv4Addr::new(127, 10, 9, u8::try_from(i + 1).unwrap())));
+    let results = fetch_all_at_once(&runtime, replica.insecure, machines);
     let slowest = results.iter().map(|(_, took)| *took).max().unwrap();
     let failed: Vec<String> = results
         .iter()
         .filter(|(status, _)| !matches!(status, Ok(200)))
         .map(|(status, _)| format!("{status:?}"))
         .collect();
-    let body = mcs::request(replica.metrics, None, "GET", "/metrics", &[]).body;
-    let not_durable: f64 = String::from_utf8_lossy(&body)
-        .lines()
-        .filter(|l| l.starts_with("mcs_mcn_records_served_before_durable_total "))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let not_durable = served_before_durable(&replica);
     eprintln!(
         "{MACHINES} machines at once, 1.5 s after start: slowest answer {slowest:?}; \
          answers sent before their record was durable: {not_durable}"
@@ -478,23 +493,7 @@ fn a_storm_of_500_machines_is_answered_within_2_s_at_p99_with_a_few_batched_writ
     };
 
     let started = Instant::now();
-    let results = runtime.block_on(async {
-        let fetches: Vec<_> = (0..MACHINES)
-            .map(|i| {
-                let (to, from) = (balancer.address, storm_machine(i));
-                tokio::spawn(async move {
-                    let asked = Instant::now();
-                    let response = fetch_config(to, from).await;
-                    (response.map(|r| r.status), asked.elapsed())
-                })
-            })
-            .collect();
-        let mut results = Vec::new();
-        for fetch in fetches {
-            results.push(fetch.await.unwrap());
-        }
-        results
-    });
+    let results = fetch_all_at_once(&runtime, balancer.address, (0..MACHINES).map(storm_machine));
     let storm = started.elapsed();
     let errors: Vec<String> = results
         .iter()
@@ -508,17 +507,7 @@ fn a_storm_of_500_machines_is_answered_within_2_s_at_p99_with_a_few_batched_writ
 
     let writes: Vec<Vec<Instant>> = proxies.iter().map(|p| record_writes(&p.log())).collect();
     let per_second: Vec<usize> = writes.iter().map(|w| most_in_one_second(w)).collect();
-    let not_durable: f64 = replicas
-        .iter()
-        .map(|r| {
-            let body = mcs::request(r.metrics, None, "GET", "/metrics", &[]).body;
-            String::from_utf8_lossy(&body)
-                .lines()
-                .filter(|l| l.starts_with("mcs_mcn_records_served_before_durable_total "))
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .sum::<f64>()
-        })
-        .sum();
+    let not_durable: f64 = replicas.iter().map(served_before_durable).sum();
     eprintln!(
         "{MACHINES} machines at once through 3 replicas: {} errors, p50 {p50:?}, p99 {p99:?}, max {:?}, all answered in {storm:?}; \
          served-record writes per replica {:?} (most in one second {per_second:?}); answers sent before their record was durable: {not_durable}",
