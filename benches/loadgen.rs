@@ -41,10 +41,14 @@
 //! resumption is off: a booting machine has no session to resume. The TLS client offers the
 //! suites in the order Ignition does (AES-128-GCM first, see `ignition_like_client`).
 //!
-//! It prints one line, the same fields as `benches/wrk/report.lua`'s plus `body_errors` and
-//! `addresses` (distinct source addresses used):
+//! It prints one line, the same fields as `benches/wrk/report.lua`'s plus `body_errors`,
+//! `addresses` (distinct source addresses used) and where the time of a request went, as the
+//! median and p99 of each phase: `connect` (TCP connect and TLS handshake, 0 on a reused
+//! connection), `head` (request written, response head read), `body` (the rest of the body):
 //! `RESULT requests=N duration_us=N bytes=N p50_us=N p90_us=N p99_us=N connect_errors=N
-//! read_errors=N write_errors=N status_errors=N timeouts=N body_errors=N addresses=N`.
+//! read_errors=N write_errors=N status_errors=N timeouts=N body_errors=N addresses=N
+//! connect_p50_us=N connect_p99_us=N head_p50_us=N head_p99_us=N body_p50_us=N body_p99_us=N`.
+//! The phases' percentiles are each their own (the p99s do not add up to the request's).
 //! Exit status 0 when the run happened (errors are counted, not fatal), 64 for bad usage.
 
 use std::collections::HashMap;
@@ -187,6 +191,10 @@ struct Counts {
     requests: u64,
     bytes: u64,
     latencies_us: Vec<u32>,
+    /// Per request, where its latency went (`Phases`).
+    connect_us: Vec<u32>,
+    head_us: Vec<u32>,
+    body_us: Vec<u32>,
     connect_errors: u64,
     read_errors: u64,
     write_errors: u64,
@@ -210,6 +218,9 @@ impl Counts {
         self.requests += other.requests;
         self.bytes += other.bytes;
         self.latencies_us.extend(other.latencies_us);
+        self.connect_us.extend(other.connect_us);
+        self.head_us.extend(other.head_us);
+        self.body_us.extend(other.body_us);
         self.connect_errors += other.connect_errors;
         self.read_errors += other.read_errors;
         self.write_errors += other.write_errors;
@@ -217,6 +228,15 @@ impl Counts {
         self.timeouts += other.timeouts;
         self.body_errors += other.body_errors;
     }
+}
+
+/// One answer read in full, and when its first parts were done.
+struct Exchanged {
+    bytes: u64,
+    /// From the start to the TLS handshake done (zero on a reused connection).
+    connected: Duration,
+    /// From the start to the response head read.
+    head: Duration,
 }
 
 /// Why one exchange failed.
@@ -267,17 +287,19 @@ async fn connect(
     shared.tls.connect(name, stream).await
 }
 
-/// One request on `connection` (opened first when there is none); returns the bytes read.
+/// One request on `connection` (opened first when there is none), started at `started`.
 async fn exchange(
     shared: &Shared,
     connection: &mut Option<TlsStream<TcpStream>>,
     source: Option<Ipv4Addr>,
     target: usize,
     buffer: &mut [u8],
-) -> Result<u64, Failure> {
+    started: Instant,
+) -> Result<Exchanged, Failure> {
     if connection.is_none() {
         *connection = Some(connect(shared, source).await.map_err(Failure::Connect)?);
     }
+    let connected = started.elapsed();
     let stream = connection
         .as_mut()
         .ok_or_else(|| Failure::Read("no connection".into()))?;
@@ -305,6 +327,7 @@ async fn exchange(
             break at + 4;
         }
     };
+    let head_read = started.elapsed();
     let head = std::str::from_utf8(&buffer[..head_end])
         .map_err(|_| Failure::Read("response head is not UTF-8".into()))?;
     let status: u16 = head
@@ -357,7 +380,11 @@ async fn exchange(
         }
         Some(_) => {}
     }
-    Ok(head_end as u64 + length)
+    Ok(Exchanged {
+        bytes: head_end as u64 + length,
+        connected,
+        head: head_read,
+    })
 }
 
 async fn client(shared: Arc<Shared>, id: usize) -> Counts {
@@ -389,7 +416,14 @@ async fn client(shared: Arc<Shared>, id: usize) -> Counts {
         };
         let outcome = tokio::time::timeout(
             options.timeout,
-            exchange(&shared, &mut connection, source, target, &mut buffer),
+            exchange(
+                &shared,
+                &mut connection,
+                source,
+                target,
+                &mut buffer,
+                Instant::now(),
+            ),
         )
         .await;
         if !matches!(outcome, Ok(Ok(_))) {
@@ -420,7 +454,7 @@ async fn client(shared: Arc<Shared>, id: usize) -> Counts {
         let outcome = tokio::select! {
             outcome = tokio::time::timeout(
                 options.timeout,
-                exchange(&shared, &mut connection, source, target, &mut buffer),
+                exchange(&shared, &mut connection, source, target, &mut buffer, started),
             ) => outcome,
             // A request still running at the end is abandoned and not counted.
             _ = tokio::time::sleep_until(deadline.into()) => break,
@@ -441,16 +475,22 @@ async fn client(shared: Arc<Shared>, id: usize) -> Counts {
 fn count(
     counts: &mut Counts,
     client: usize,
-    outcome: Result<Result<u64, Failure>, tokio::time::error::Elapsed>,
+    outcome: Result<Result<Exchanged, Failure>, tokio::time::error::Elapsed>,
     latency: Duration,
 ) {
+    let micros = |d: Duration| u32::try_from(d.as_micros()).unwrap_or(u32::MAX);
     match outcome {
-        Ok(Ok(bytes)) => {
+        Ok(Ok(exchanged)) => {
             counts.requests += 1;
-            counts.bytes += bytes;
+            counts.bytes += exchanged.bytes;
+            counts.latencies_us.push(micros(latency));
+            counts.connect_us.push(micros(exchanged.connected));
             counts
-                .latencies_us
-                .push(u32::try_from(latency.as_micros()).unwrap_or(u32::MAX));
+                .head_us
+                .push(micros(exchanged.head.saturating_sub(exchanged.connected)));
+            counts
+                .body_us
+                .push(micros(latency.saturating_sub(exchanged.head)));
         }
         Ok(Err(Failure::Connect(e))) => {
             counts.connect_errors += 1;
@@ -578,10 +618,26 @@ fn main() -> ExitCode {
         Source::Fixed => 1,
         _ => u64::from(shared.next_address.load(Ordering::Relaxed)),
     };
+    let phases: String = [
+        ("connect", &totals.connect_us),
+        ("head", &totals.head_us),
+        ("body", &totals.body_us),
+    ]
+    .into_iter()
+    .map(|(phase, values)| {
+        let mut sorted = values.clone();
+        sorted.sort_unstable();
+        format!(
+            " {phase}_p50_us={} {phase}_p99_us={}",
+            percentile(&sorted, 50.0),
+            percentile(&sorted, 99.0)
+        )
+    })
+    .collect();
     println!(
         "RESULT requests={} duration_us={} bytes={} p50_us={} p90_us={} p99_us={} \
          connect_errors={} read_errors={} write_errors={} status_errors={} timeouts={} \
-         body_errors={} addresses={}",
+         body_errors={} addresses={}{phases}",
         totals.requests,
         shared.options.duration.as_micros(),
         totals.bytes,

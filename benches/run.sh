@@ -302,6 +302,17 @@ cpu_ms_per_request() {
     awk -v t="$ticks" -v r="$requests" -v hz="$CLK_TCK" 'BEGIN { printf "%.3f", (r > 0 ? t * 1000 / hz / r : 0) }'
 }
 p99_ms() { awk -v v="$(results "$1" p99)" 'BEGIN { printf "%.2f ms", v / 1000 }'; }
+# Where a label's request time went (loadgen's phases), p50/p99 in ms averaged over its rounds.
+phases() {
+    awk '
+        { for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] += kv[2] } n++ }
+        END {
+            for (k = 1; k <= 3; k++) {
+                p = (k == 1 ? "connect" : k == 2 ? "head" : "body")
+                printf "%s%s %.1f/%.1f", (k > 1 ? ", " : ""), p, f[p "_p50_us"] / n / 1000, f[p "_p99_us"] / n / 1000
+            }
+        }' "$WORK/load-$1.txt"
+}
 
 ROWS=()
 NOTES=()
@@ -499,6 +510,10 @@ bench_fixture() {
                 row "$name [$b]: server CPU per request, $s" "$o ms" "$n ms" \
                     "$(awk -v o="$o" -v n="$n" 'BEGIN { printf "%.2f", (n > 0 ? o / n : 0) }')" "info" "-" \
                     "user+system time of the server processes / requests"
+                if [[ $generator == loadgen ]]; then
+                    row "$name [$b]: where a request's time went, $s" "$(phases "$name-$s-$b")" "$(phases "$name-$s-nginx")" "-" "info" "-" \
+                        "p50/p99 ms of each phase: TCP connect and TLS handshake, request to response head, rest of the body"
+                fi
             done
             if [[ $mode == cluster ]]; then
                 # At rest after the load: a server with nothing to do spends (nearly) nothing.
