@@ -43,7 +43,7 @@
 //!
 //! It prints one line, the same fields as `benches/wrk/report.lua`'s plus `body_errors`,
 //! `addresses` (distinct source addresses used) and where the time of a request went, as the
-//! median and p99 of each phase: `connect` (TCP connect and TLS handshake, 0 on a reused
+//! median and p99 of each phase: `connect` (TCP connect and TLS handshake, about 0 on a reused
 //! connection), `head` (request written, response head read), `body` (the rest of the body):
 //! `RESULT requests=N duration_us=N bytes=N p50_us=N p90_us=N p99_us=N connect_errors=N
 //! read_errors=N write_errors=N status_errors=N timeouts=N body_errors=N addresses=N
@@ -191,7 +191,7 @@ struct Counts {
     requests: u64,
     bytes: u64,
     latencies_us: Vec<u32>,
-    /// Per request, where its latency went (`Phases`).
+    /// Per request, where its latency went: the phases of the module doc.
     connect_us: Vec<u32>,
     head_us: Vec<u32>,
     body_us: Vec<u32>,
