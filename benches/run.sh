@@ -291,6 +291,11 @@ results() { # LABEL AWK-PROGRAM over fields f["name"]
             if (prog == "rps") printf "%.0f", f["requests"] * 1e6 / f["duration_us"]
             if (prog == "p99") printf "%.0f", f["p99_us"] / n
             if (prog == "errors") printf "%d", f["connect_errors"] + f["read_errors"] + f["write_errors"] + f["status_errors"] + f["timeouts"] + f["body_errors"]
+            # the phases of loadgen, p50/p99 in ms averaged over the rounds
+            if (prog == "phases") for (k = 1; k <= 3; k++) {
+                p = (k == 1 ? "connect" : k == 2 ? "head" : "body")
+                printf "%s%s %.1f/%.1f", (k > 1 ? ", " : ""), p, f[p "_p50_us"] / n / 1000, f[p "_p99_us"] / n / 1000
+            }
         }' "$WORK/load-$1.txt"
 }
 rps() { results "$1" rps; }
@@ -303,16 +308,7 @@ cpu_ms_per_request() {
 }
 p99_ms() { awk -v v="$(results "$1" p99)" 'BEGIN { printf "%.2f ms", v / 1000 }'; }
 # Where a label's request time went (loadgen's phases), p50/p99 in ms averaged over its rounds.
-phases() {
-    awk '
-        { for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] += kv[2] } n++ }
-        END {
-            for (k = 1; k <= 3; k++) {
-                p = (k == 1 ? "connect" : k == 2 ? "head" : "body")
-                printf "%s%s %.1f/%.1f", (k > 1 ? ", " : ""), p, f[p "_p50_us"] / n / 1000, f[p "_p99_us"] / n / 1000
-            }
-        }' "$WORK/load-$1.txt"
-}
+phases() { results "$1" phases; }
 
 ROWS=()
 NOTES=()
