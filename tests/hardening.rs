@@ -3,7 +3,7 @@
 //! pools.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 use support::mcs;
 
@@ -371,11 +371,11 @@ fn broken_machine_configs_get_a_clear_status_and_other_pools_keep_serving() {
     );
 }
 
-#[test]
-fn sigterm_lets_an_in_flight_large_response_complete_then_exits_zero() {
+/// The bundled bootstrap directory with a file of 4 MiB added to the master pool's rendered
+/// config: an answer larger than the kernel takes in one go, as a real pool's can be.
+fn bootstrap_dir_with_a_large_master_config() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     mcs::copy_dir(&mcs::repo().join("config/bootstrap"), dir.path());
-    // A ~4 MB rendered config, so the response is still being written when SIGTERM arrives.
     let mc_path = dir
         .path()
         .join("machine-configs/rendered-master-example.yaml");
@@ -386,6 +386,13 @@ fn sigterm_lets_an_in_flight_large_response_complete_then_exits_zero() {
         &format!("      files:\n        - path: /etc/big\n          mode: 420\n          contents:\n            source: data:,{big}\n"),
     );
     std::fs::write(&mc_path, mc).unwrap();
+    dir
+}
+
+#[test]
+fn sigterm_lets_an_in_flight_large_response_complete_then_exits_zero() {
+    // A large answer, so the response is still being written when SIGTERM arrives.
+    let dir = bootstrap_dir_with_a_large_master_config();
     let mut server = Server::bootstrap(dir.path(), &[]);
     let mut stream = TcpStream::connect(server.insecure).unwrap();
     stream
@@ -428,6 +435,89 @@ fn sigterm_lets_an_in_flight_large_response_complete_then_exits_zero() {
     assert_eq!(status.code(), Some(0), "{}", server.output());
     // New connections are refused once draining started.
     assert!(TcpStream::connect(server.insecure).is_err());
+}
+
+/// What the server's kernel holds of an answer for one connection, as `ss -tn` shows it in
+/// `Send-Q`: bytes written to the socket and not yet acknowledged by the client (the `tx_queue`
+/// of `/proc/net/tcp`), read once it has stopped changing.
+fn settled_send_queue(server: SocketAddr, client: SocketAddr) -> u64 {
+    let line_of = |table: &str| {
+        let local = format!(":{:04X}", server.port());
+        let remote = format!(":{:04X}", client.port());
+        table.lines().skip(1).find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields.get(1)?.ends_with(&local) && fields.get(2)?.ends_with(&remote))
+                .then(|| u64::from_str_radix(fields.get(4)?.split(':').next()?, 16).ok())
+                .flatten()
+        })
+    };
+    let mut last = None;
+    mcs::poll_every(Duration::from_millis(200), Duration::from_secs(10), || {
+        let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+        let now = line_of(&table).expect("the server's side of the connection in /proc/net/tcp");
+        let settled = last == Some(now);
+        last = Some(now);
+        settled.then_some(now)
+    })
+    .expect("the server's send queue settled within 10 s")
+}
+
+/// A machine that stops reading in the middle of its answer (a slow or stalled link; hundreds
+/// in a scale-up) leaves little of that answer in the server's kernel memory, which counts
+/// against the pod's memory limit: the rest waits in the server's one copy of the answer. Over
+/// TLS and plain HTTP; once the machine reads again it gets the whole answer.
+#[test]
+fn a_machine_that_stops_reading_leaves_little_of_its_answer_queued_in_the_server() {
+    let dir = bootstrap_dir_with_a_large_master_config();
+    let server = Server::bootstrap(dir.path(), &[]);
+    let request = mcs::request_bytes("GET", "/config/master", &[("Accept", IGNITION_3_5)]);
+    // Without a bound the kernel queued 3.7 MB here, the whole answer but what the client's
+    // buffer took; with it, about 0.1-0.2 MB.
+    const AT_MOST: u64 = 512 * 1024;
+
+    let mut plain = TcpStream::connect(server.insecure).unwrap();
+    plain.write_all(&request).unwrap();
+    let mut received = vec![0u8; 16 * 1024];
+    plain.read_exact(&mut received).unwrap();
+    let queued = settled_send_queue(server.insecure, plain.local_addr().unwrap());
+    assert!(
+        queued <= AT_MOST,
+        "plain HTTP: {queued} bytes of the answer queued in the server's socket"
+    );
+    plain.read_to_end(&mut received).unwrap();
+    let answer = mcs::parse_response(&received, false).unwrap();
+    assert_eq!(answer.status, 200);
+    assert!(answer.body.len() > 4 << 20);
+    assert_eq!(
+        answer.json()["storage"]["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|file| file["path"] == "/etc/big")
+            .count(),
+        1
+    );
+
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = rustls::ClientConnection::new(mcs::dev_ca_client(), name).unwrap();
+    let mut secure = rustls::StreamOwned::new(tls, TcpStream::connect(server.secure).unwrap());
+    secure.write_all(&request).unwrap();
+    let mut received = vec![0u8; 16 * 1024];
+    secure.read_exact(&mut received).unwrap();
+    let client = secure.sock.local_addr().unwrap();
+    let queued = settled_send_queue(server.secure, client);
+    assert!(
+        queued <= AT_MOST,
+        "TLS: {queued} bytes of the answer queued in the server's socket"
+    );
+    match secure.read_to_end(&mut received) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+        Err(e) => panic!("TLS answer cut short after {} bytes: {e}", received.len()),
+    }
+    let secure_answer = mcs::parse_response(&received, false).unwrap();
+    assert_eq!(secure_answer.status, 200);
+    assert_eq!(secure_answer.body, answer.body);
 }
 
 /// A new server certificate for localhost signed by the development CA, via the openssl CLI.
