@@ -105,8 +105,8 @@ impl From<Router> for Service {
 /// charged for (3.7 MB per stalled machine before, 0.1-0.2 MB with this). Under the cluster
 /// bench's storm it also moved where the work happens: with whole answers queued, clients spent
 /// their CPU transmitting the server's segments on its behalf; encrypting and sending just in
-/// time cut the `Connection: close` p99 from about nginx's to 0.6x of it and the kernel's TCP
-/// memory during the load by two thirds (benches/README.md, "Sixth pass"). 16 KiB measured the
+/// time cut the `Connection: close` p99 from about nginx's to 0.6-0.8x of it and the kernel's
+/// TCP memory during the load by two thirds (benches/README.md, "Sixth pass"). 16 KiB measured the
 /// same; 128 KiB takes fewer wake-ups. In-flight data (the congestion window) is not limited, so
 /// a long, fast path still fills.
 pub const UNSENT_LOW_WATER: u32 = 128 * 1024;
