@@ -546,20 +546,36 @@ pub fn exchange(
             stream.read_to_end(&mut out)?;
         }
         Some(config) => {
-            let name = rustls::pki_types::ServerName::try_from("localhost").expect("server name");
-            let connection =
-                rustls::ClientConnection::new(config, name).map_err(std::io::Error::other)?;
-            let mut stream = rustls::StreamOwned::new(connection, stream);
+            let mut stream = tls_client(config, stream)?;
             stream.write_all(bytes)?;
-            match stream.read_to_end(&mut out) {
-                Ok(_) => {}
-                // Servers may close without close_notify once the response is complete.
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
-                Err(e) => return Err(e),
-            }
+            read_to_close(&mut stream, &mut out)?;
         }
     }
     Ok(out)
+}
+
+/// A TLS client for `localhost` over `stream`, trusting what `config` trusts; the handshake
+/// happens on the first write or read.
+pub fn tls_client(
+    config: Arc<rustls::ClientConfig>,
+    stream: TcpStream,
+) -> std::io::Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("server name");
+    let connection = rustls::ClientConnection::new(config, name).map_err(std::io::Error::other)?;
+    Ok(rustls::StreamOwned::new(connection, stream))
+}
+
+/// Reads a TLS stream until the server closes it, appending to `out`. Servers may close without
+/// close_notify once the response is complete: that end is not an error.
+pub fn read_to_close(
+    stream: &mut rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+    out: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    match stream.read_to_end(out) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// [`exchange`] from the local address `source` (any 127.0.0.0/8 address on loopback): a
