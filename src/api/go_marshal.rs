@@ -59,8 +59,10 @@ pub enum Origin<'a> {
 /// `json.Marshal(mc)` as the original's encoder writes it (the encapsulated MachineConfig).
 pub fn marshal(mc: &MachineConfig, origin: Origin<'_>) -> Vec<u8> {
     let metadata = object_meta(&mc.metadata);
-    let spec = machine_config_spec(&mc.spec, origin);
-    let mut out = Vec::with_capacity(metadata.len() + spec.len() + 128);
+    // The config is nearly all of it: room for its text from the start, and the spec written
+    // in place (grown by doubling, or copied in, megabytes would be held twice).
+    let config_len = mc.spec.config.as_ref().map_or(0, RawConfig::len);
+    let mut out = Vec::with_capacity(metadata.len() + config_len + config_len / 64 + 512);
     let mut members = Members::open(&mut out);
     if let Origin::File { kind, api_version } = origin {
         members.string_omitempty("kind", kind);
@@ -70,21 +72,23 @@ pub fn marshal(mc: &MachineConfig, origin: Origin<'_>) -> Vec<u8> {
     if metadata != b"{}" {
         members.key("metadata").extend_from_slice(&metadata);
     }
-    members.key("spec").extend_from_slice(&spec);
+    machine_config_spec(members.key("spec"), &mc.spec, origin);
     members.close();
     out
 }
 
+/// The indent of `json.MarshalIndent(mc, "", INDENT)`, the MachineConfig content.
+pub const INDENT: &str = "    ";
+
 /// `json.MarshalIndent(mc, "", "    ")` as the original's encoder writes it (the
-/// MachineConfig content).
+/// MachineConfig content): [`gojson::indent`] of [`marshal`] with [`INDENT`].
 pub fn marshal_indent(mc: &MachineConfig, origin: Origin<'_>) -> Vec<u8> {
-    gojson::indent(&marshal(mc, origin), "    ")
+    gojson::indent(&marshal(mc, origin), INDENT)
 }
 
 /// `MachineConfigSpec` in Go's field order; only `config` is `omitempty`.
-fn machine_config_spec(spec: &MachineConfigSpec, origin: Origin<'_>) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut members = Members::open(&mut out);
+fn machine_config_spec(out: &mut Vec<u8>, spec: &MachineConfigSpec, origin: Origin<'_>) {
+    let mut members = Members::open(out);
     members.string("osImageURL", &spec.os_image_url);
     members.string(
         "baseOSExtensionsContainerImage",
@@ -107,7 +111,6 @@ fn machine_config_spec(spec: &MachineConfigSpec, origin: Origin<'_>) -> Vec<u8> 
     members.bool("fips", spec.fips);
     members.string("kernelType", &spec.kernel_type);
     members.close();
-    out
 }
 
 /// `metav1.ObjectMeta` in Go's field order, every field `omitempty` as clarketm reads it.

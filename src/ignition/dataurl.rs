@@ -25,22 +25,39 @@ impl DataUrlError {
     }
 }
 
+/// What every data URL [`encode`] writes starts with.
+pub const PREFIX: &str = "data:,";
+
 /// `data:,` + percent-encoding exactly as Go's `dataurl.Escape`: unreserved characters
 /// `A-Z a-z 0-9 - _ . ! ~ * ' ( )` are kept, every other byte becomes `%XX` (upper-case hex).
 pub fn encode(bytes: &[u8]) -> String {
+    let mut out = Vec::with_capacity(PREFIX.len() + escaped_len(bytes));
+    out.extend_from_slice(PREFIX.as_bytes());
+    escape_into(&mut out, bytes);
+    // Only ASCII was written.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Appends `bytes` percent-encoded as [`encode`] writes them after its [`PREFIX`] (in pieces:
+/// the escape of a concatenation is the concatenation of the escapes). The result is ASCII
+/// that no JSON encoder escapes.
+pub fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    let mut out = String::with_capacity(6 + bytes.len() * 3);
-    out.push_str("data:,");
     for &b in bytes {
         if is_unreserved(b) {
-            out.push(char::from(b));
+            out.push(b);
         } else {
-            out.push('%');
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0x0f)]));
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0x0f)]]);
         }
     }
-    out
+}
+
+/// How many bytes [`escape_into`] appends for `bytes`.
+pub fn escaped_len(bytes: &[u8]) -> usize {
+    bytes
+        .iter()
+        .map(|&b| if is_unreserved(b) { 1 } else { 3 })
+        .sum()
 }
 
 fn is_unreserved(b: u8) -> bool {
@@ -500,6 +517,14 @@ mod tests {
             encode(b"/:;=&+$#?@%"),
             "data:,%2F%3A%3B%3D%26%2B%24%23%3F%40%25"
         );
+        // In pieces, and measured before: the same bytes, as many as said.
+        let text = "a\nb é {\"x\": [1, 2]}";
+        let mut out = PREFIX.as_bytes().to_vec();
+        for piece in text.as_bytes().chunks(3) {
+            escape_into(&mut out, piece);
+        }
+        assert_eq!(out, encode(text.as_bytes()).as_bytes());
+        assert_eq!(PREFIX.len() + escaped_len(text.as_bytes()), out.len());
     }
 
     #[test]

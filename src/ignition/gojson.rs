@@ -80,38 +80,128 @@ fn unescaped_len(value: &Value) -> usize {
 /// Appends `value` as compact JSON.
 pub fn write_value(out: &mut Vec<u8>, value: &Value, escaping: Escaping, keys: Keys) {
     match value {
+        Value::Array(items) => write_array(out, items.iter(), |out, item| {
+            write_value(out, item, escaping, keys);
+        }),
+        Value::Object(map) => {
+            write_object(out, map.iter().collect(), escaping, keys, |out, member| {
+                write_value(out, member, escaping, keys);
+            })
+        }
+        scalar => write_scalar(out, scalar, escaping),
+    }
+}
+
+/// Appends a value that is neither an array nor an object.
+fn write_scalar(out: &mut Vec<u8>, value: &Value, escaping: Escaping) {
+    match value {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
         Value::Number(number) => write_number(out, number),
         Value::String(text) => write_str(out, text, escaping),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(out, item, escaping, keys);
-            }
-            out.push(b']');
+        Value::Array(_) | Value::Object(_) => write_value(out, value, escaping, Keys::AsGiven),
+    }
+}
+
+/// `[item,...]`, each item written by `write_item`.
+fn write_array<I>(
+    out: &mut Vec<u8>,
+    items: impl Iterator<Item = I>,
+    mut write_item: impl FnMut(&mut Vec<u8>, I),
+) {
+    out.push(b'[');
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push(b',');
         }
-        Value::Object(map) => {
-            let mut members: Vec<(&String, &Value)> = map.iter().collect();
-            if keys == Keys::Sorted {
-                members.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        write_item(out, item);
+    }
+    out.push(b']');
+}
+
+/// `{"key":member,...}` in `keys`' order, each member written by `write_member`.
+fn write_object<M>(
+    out: &mut Vec<u8>,
+    mut members: Vec<(&String, M)>,
+    escaping: Escaping,
+    keys: Keys,
+    mut write_member: impl FnMut(&mut Vec<u8>, M),
+) {
+    if keys == Keys::Sorted {
+        members.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    }
+    out.push(b'{');
+    for (i, (key, member)) in members.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(out, key, escaping);
+        out.push(b':');
+        write_member(out, member);
+    }
+    out.push(b'}');
+}
+
+/// One node of a value that the caller writes instead of the node's own JSON: see
+/// [`drain_to_vec`].
+pub struct Splice<'a> {
+    /// The node, compared by address (found in the value after its last reordering).
+    pub at: *const Value,
+    /// How many bytes `write` appends (room is made for them up front).
+    pub len: usize,
+    /// Appends the node's JSON.
+    pub write: &'a mut dyn FnMut(&mut Vec<u8>),
+}
+
+/// `value` as compact JSON, as [`to_vec`] writes it but for `splice`'s node, whose bytes
+/// `splice.write` appends in its place; `value` is left `null`. Every string is freed as soon
+/// as it is written, so the output grows while the value shrinks: the two are never both whole,
+/// and the spliced bytes (a render's MachineConfig content, megabytes) never exist on their own.
+/// Together they are most of a render's peak beside the bodies already cached
+/// (benches/README.md).
+pub fn drain_to_vec(
+    value: &mut Value,
+    escaping: Escaping,
+    keys: Keys,
+    mut splice: Splice<'_>,
+) -> Vec<u8> {
+    let unescaped = unescaped_len(value) + splice.len;
+    let mut out = Vec::with_capacity(unescaped + unescaped / 64 + 64);
+    write_taking(&mut out, value, escaping, keys, &mut splice);
+    out
+}
+
+/// Appends `value` (or the splice, at its node) and leaves `null` in its place.
+fn write_taking(
+    out: &mut Vec<u8>,
+    value: &mut Value,
+    escaping: Escaping,
+    keys: Keys,
+    splice: &mut Splice<'_>,
+) {
+    if std::ptr::eq(value, splice.at) {
+        (splice.write)(out);
+    } else {
+        match &mut *value {
+            Value::Array(items) => write_array(out, items.iter_mut(), |out, item| {
+                write_taking(out, item, escaping, keys, splice);
+            }),
+            Value::Object(map) => {
+                write_object(
+                    out,
+                    map.iter_mut().collect(),
+                    escaping,
+                    keys,
+                    |out, member| {
+                        write_taking(out, member, escaping, keys, splice);
+                    },
+                );
             }
-            out.push(b'{');
-            for (i, (key, member)) in members.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(out, key, escaping);
-                out.push(b':');
-                write_value(out, member, escaping, keys);
-            }
-            out.push(b'}');
+            scalar => write_scalar(out, &*scalar, escaping),
         }
     }
+    *value = Value::Null;
 }
 
 /// Appends `text` as a JSON string, escaped as the Go encoder `escaping` names escapes it.
@@ -195,59 +285,78 @@ fn go_float(f: f64) -> String {
 /// bracket, `": "` after a key, and `{}`/`[]` kept on one line when empty.
 pub fn indent(src: &[u8], indent: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(src.len() + src.len() / 4);
-    let newline = |out: &mut Vec<u8>, depth: usize| {
-        out.push(b'\n');
+    indent_into(src, indent, &mut |bytes| out.extend_from_slice(bytes));
+    out
+}
+
+/// [`indent`], handing the output to `out` piece by piece instead of collecting it (a render
+/// escapes the indented MachineConfig content straight into the body).
+pub fn indent_into(src: &[u8], indent: &str, out: &mut impl FnMut(&[u8])) {
+    let newline = |out: &mut dyn FnMut(&[u8]), depth: usize| {
+        out(b"\n");
         for _ in 0..depth {
-            out.extend_from_slice(indent.as_bytes());
+            out(indent.as_bytes());
         }
     };
     let (mut depth, mut need_indent) = (0usize, false);
     let (mut in_string, mut escaped) = (false, false);
-    for &c in src {
+    let mut i = 0;
+    while i < src.len() {
+        let c = src[i];
         if in_string {
-            out.push(c);
-            if escaped {
+            let taken = if escaped {
                 escaped = false;
+                1
             } else if c == b'\\' {
                 escaped = true;
+                1
             } else if c == b'"' {
                 in_string = false;
-            }
+                1
+            } else {
+                // A run of plain string bytes at once.
+                src[i..]
+                    .iter()
+                    .position(|&b| b == b'\\' || b == b'"')
+                    .unwrap_or(src.len() - i)
+            };
+            out(&src[i..i + taken]);
+            i += taken;
             continue;
         }
         if need_indent && c != b'}' && c != b']' {
             need_indent = false;
             depth += 1;
-            newline(&mut out, depth);
+            newline(out, depth);
         }
         match c {
             b'{' | b'[' => {
                 // Delayed, so that an empty object or array stays `{}` or `[]`.
                 need_indent = true;
-                out.push(c);
+                out(&[c]);
             }
             b',' => {
-                out.push(c);
-                newline(&mut out, depth);
+                out(b",");
+                newline(out, depth);
             }
-            b':' => out.extend_from_slice(b": "),
+            b':' => out(b": "),
             b'}' | b']' => {
                 if need_indent {
                     need_indent = false;
                 } else {
                     depth = depth.saturating_sub(1);
-                    newline(&mut out, depth);
+                    newline(out, depth);
                 }
-                out.push(c);
+                out(&[c]);
             }
             b'"' => {
                 in_string = true;
-                out.push(c);
+                out(b"\"");
             }
-            _ => out.push(c),
+            _ => out(&[c]),
         }
+        i += 1;
     }
-    out
 }
 
 #[cfg(test)]
@@ -341,6 +450,38 @@ mod tests {
     }
 
     #[test]
+    fn a_spliced_node_is_written_by_the_caller_and_the_rest_as_to_vec_writes_it() {
+        let original = json!({"b": {"z": "<x>", "a": [1.5, "stand-in", null]}, "a": true});
+        for keys in [Keys::AsGiven, Keys::Sorted] {
+            let mut value = original.clone();
+            let at: *const Value = value.pointer("/b/a/1").unwrap();
+            let mut write = |out: &mut Vec<u8>| out.extend_from_slice(br#""spliced""#);
+            let splice = Splice {
+                at,
+                len: 9,
+                write: &mut write,
+            };
+            let out = drain_to_vec(&mut value, Escaping::Clarketm, keys, splice);
+            let mut expected = original.clone();
+            expected["b"]["a"][1] = json!("spliced");
+            assert_eq!(out, to_vec(&expected, Escaping::Clarketm, keys));
+            assert_eq!(value, Value::Null);
+            // The whole value spliced: its root is the node.
+            let mut value = original.clone();
+            let mut write = |out: &mut Vec<u8>| out.extend_from_slice(b"0");
+            let splice = Splice {
+                at: &value,
+                len: 1,
+                write: &mut write,
+            };
+            assert_eq!(
+                drain_to_vec(&mut value, Escaping::Go122, keys, splice),
+                b"0"
+            );
+        }
+    }
+
+    #[test]
     fn indent_is_go_json_indent() {
         // Go: json.Indent(&b, []byte(src), "", "    ").
         let src = br#"{"a":{},"b":[],"c":[1,{"d":"x,:{}[]\"y"}],"e":{"f":null}}"#;
@@ -348,5 +489,15 @@ mod tests {
         assert_eq!(String::from_utf8(indent(src, "    ")).unwrap(), expected);
         assert_eq!(indent(b"{}", "    "), b"{}");
         assert_eq!(indent(br#""\\""#, "  "), br#""\\""#);
+        // In pieces, as a render escapes it: the same bytes.
+        let mut pieces = Vec::new();
+        indent_into(src, "    ", &mut |piece| pieces.push(piece.to_vec()));
+        assert!(pieces.len() > 1);
+        assert_eq!(pieces.concat(), expected.as_bytes());
+        // In pieces, as a render escapes it: the same bytes.
+        let mut pieces = Vec::new();
+        indent_into(src, "    ", &mut |piece| pieces.push(piece.to_vec()));
+        assert!(pieces.len() > 1);
+        assert_eq!(pieces.concat(), expected.as_bytes());
     }
 }

@@ -41,7 +41,7 @@ mod version;
 
 pub use error::{ParseError, Problem, Report, Stage, TranslateError};
 pub use parse::{parse_config, parse_config_owned, parse_config_slice};
-pub use translate::{into_value_as, serialize_as, to_value_as, write_as};
+pub use translate::{into_value_as, order_as, serialize_as, to_value_as, write_as};
 pub use validate::{check_file_modes, FileModeError};
 pub use version::SpecVersion;
 

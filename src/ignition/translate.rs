@@ -119,10 +119,17 @@ pub fn serialize_as(config: &Config, target: SpecVersion) -> Result<Vec<u8>, Tra
 /// The bytes served for `value`, what [`to_value_as`] or [`into_value_as`] gave for `target`:
 /// [`serialize_as`]'s last step, for a caller that changes the value in between.
 pub fn write_as(mut value: Value, target: SpecVersion) -> Vec<u8> {
-    if target != SpecVersion::V2_2 {
-        to_go_order(&mut value);
-    }
+    order_as(&mut value, target);
     gojson::to_vec(&value, Escaping::Clarketm, Keys::AsGiven)
+}
+
+/// Puts `value`, what [`to_value_as`] or [`into_value_as`] gave for `target`, in the field
+/// order the original writes `target` in ([`to_go_order`]; 2.2 is built in it), for a caller
+/// that writes it itself ([`gojson`] with [`Escaping::Clarketm`] and [`Keys::AsGiven`]).
+pub fn order_as(value: &mut Value, target: SpecVersion) {
+    if target != SpecVersion::V2_2 {
+        to_go_order(value);
+    }
 }
 
 fn unsupported(

@@ -204,8 +204,8 @@ pub fn render(
     let origin = origin(snapshot, &name);
     // The MachineConfig content is the largest file by far (the whole MachineConfig, its config
     // included). A stand-in goes through translation (which copies the config several times
-    // and would check the data URL of megabytes it built itself), and the content takes its
-    // place in the result.
+    // and would check the data URL of megabytes it built itself), and the content is written
+    // in its place, straight into the body ([`write_body`]).
     append_file(
         &mut config,
         MACHINE_CONFIG_CONTENT_PATH,
@@ -237,14 +237,13 @@ pub fn render(
             name: name.clone(),
             source,
         })?;
-    let content = go_marshal::marshal_indent(&machine_config, origin);
-    put_in_place_of_stand_in(
-        &mut value,
-        MACHINE_CONFIG_CONTENT_PATH,
-        dataurl::encode(&content),
-    )?;
+    ignition::order_as(&mut value, version);
+    let slot: *const serde_json::Value = stand_in_slot(&value, MACHINE_CONFIG_CONTENT_PATH)?;
+    // Compact: indented while it is escaped into the body.
+    let content = go_marshal::marshal(&machine_config, origin);
+    drop(machine_config);
+    let body = write_body(value, slot, &content);
     drop(content);
-    let body = ignition::write_as(value, version);
     Ok(Rendered {
         // Exactly the bytes, no spare capacity: the body was grown by doubling while it was
         // written, and the payload cache keeps it for as long as its generation lasts (with 20
@@ -455,39 +454,71 @@ pub fn append_file(config: &mut Config, path: &str, contents: &[u8]) {
         .push(file);
 }
 
-/// What the MachineConfig content file holds while the config is translated
-/// ([`put_in_place_of_stand_in`]).
+/// What the MachineConfig content file holds while the config is translated; the content is
+/// written in its place ([`write_body`]).
 const CONTENT_STAND_IN: &str = "machine-config-content";
 
-/// Puts `source` in the translated `config` where the stand-in of the file at `path` is: the
-/// last file with that path (appended files come after the config's own), whose source must be
-/// the stand-in's data URL.
-fn put_in_place_of_stand_in(
-    config: &mut serde_json::Value,
+/// The stand-in of the file at `path` in the translated `config`: the source of the last file
+/// with that path (appended files come after the config's own), which must be the stand-in's
+/// data URL.
+fn stand_in_slot<'v>(
+    config: &'v serde_json::Value,
     path: &str,
-    source: String,
-) -> Result<(), RenderError> {
+) -> Result<&'v serde_json::Value, RenderError> {
     let stand_in = dataurl::encode(CONTENT_STAND_IN.as_bytes());
-    let slot = config
-        .pointer_mut("/storage/files")
-        .and_then(serde_json::Value::as_array_mut)
+    config
+        .pointer("/storage/files")
+        .and_then(serde_json::Value::as_array)
         .and_then(|files| {
             files
-                .iter_mut()
+                .iter()
                 .rev()
                 .find(|file| file.get("path").and_then(serde_json::Value::as_str) == Some(path))
         })
-        .and_then(|file| file.pointer_mut("/contents/source"))
-        .filter(|slot| slot.as_str() == Some(stand_in.as_str()));
-    match slot {
-        Some(slot) => {
-            *slot = serde_json::Value::String(source);
-            Ok(())
-        }
-        None => Err(RenderError::InvalidInput(format!(
-            "the translated config lost the appended file {path}"
-        ))),
-    }
+        .and_then(|file| file.pointer("/contents/source"))
+        .filter(|slot| slot.as_str() == Some(stand_in.as_str()))
+        .ok_or_else(|| {
+            RenderError::InvalidInput(format!(
+                "the translated config lost the appended file {path}"
+            ))
+        })
+}
+
+/// The body: the translated, ordered `config` as the original's encoder writes it, with the
+/// MachineConfig content's data URL at `slot` (the stand-in's source): `content`, the compact
+/// MachineConfig, indented as `json.MarshalIndent` and percent-encoded straight into the body.
+/// Neither the indented content nor its data URL (megabytes each, for a large config) is ever
+/// built on its own, and the config's strings are freed as they are written
+/// ([`gojson::drain_to_vec`]): a render's peak is the body and the compact content
+/// (benches/README.md).
+fn write_body(
+    mut config: serde_json::Value,
+    slot: *const serde_json::Value,
+    content: &[u8],
+) -> Vec<u8> {
+    let mut escaped = 0;
+    gojson::indent_into(content, go_marshal::INDENT, &mut |bytes| {
+        escaped += dataurl::escaped_len(bytes);
+    });
+    let mut write = |out: &mut Vec<u8>| {
+        // A data URL is ASCII that no JSON encoder escapes: quoted as it is.
+        out.push(b'"');
+        out.extend_from_slice(dataurl::PREFIX.as_bytes());
+        gojson::indent_into(content, go_marshal::INDENT, &mut |bytes| {
+            dataurl::escape_into(out, bytes);
+        });
+        out.push(b'"');
+    };
+    gojson::drain_to_vec(
+        &mut config,
+        Escaping::Clarketm,
+        Keys::AsGiven,
+        gojson::Splice {
+            at: slot,
+            len: 2 + dataurl::PREFIX.len() + escaped,
+            write: &mut write,
+        },
+    )
 }
 
 /// The node annotations file: the config the node starts at, the image when one is served, and
