@@ -155,7 +155,8 @@ pub struct Splice<'a> {
 }
 
 /// `value` as compact JSON, as [`to_vec`] writes it but for `splice`'s node, whose bytes
-/// `splice.write` appends in its place; `value` is left `null`. Every string is freed as soon
+/// `splice.write` appends in its place; `value` is left `null`. `None` when the node is not in
+/// `value` (then nothing took its place: the output would be wrong). Every string is freed as soon
 /// as it is written, so the output grows while the value shrinks: the two are never both whole,
 /// and the spliced bytes (a render's MachineConfig content, megabytes) never exist on their own.
 /// Together they are most of a render's peak beside the bodies already cached
@@ -164,24 +165,27 @@ pub fn drain_to_vec(
     value: &mut Value,
     escaping: Escaping,
     keys: Keys,
-    mut splice: Splice<'_>,
-) -> Vec<u8> {
+    splice: Splice<'_>,
+) -> Option<Vec<u8>> {
     let unescaped = unescaped_len(value) + splice.len;
     let mut out = Vec::with_capacity(unescaped + unescaped / 64 + 64);
+    let mut splice = (splice, false);
     write_taking(&mut out, value, escaping, keys, &mut splice);
-    out
+    splice.1.then_some(out)
 }
 
-/// Appends `value` (or the splice, at its node) and leaves `null` in its place.
+/// Appends `value` (or the splice, at its node, noting that it was written) and leaves `null`
+/// in its place.
 fn write_taking(
     out: &mut Vec<u8>,
     value: &mut Value,
     escaping: Escaping,
     keys: Keys,
-    splice: &mut Splice<'_>,
+    splice: &mut (Splice<'_>, bool),
 ) {
-    if std::ptr::eq(value, splice.at) {
-        (splice.write)(out);
+    if std::ptr::eq(value, splice.0.at) {
+        (splice.0.write)(out);
+        splice.1 = true;
     } else {
         match &mut *value {
             Value::Array(items) => write_array(out, items.iter_mut(), |out, item| {
@@ -461,7 +465,7 @@ mod tests {
                 len: 9,
                 write: &mut write,
             };
-            let out = drain_to_vec(&mut value, Escaping::Clarketm, keys, splice);
+            let out = drain_to_vec(&mut value, Escaping::Clarketm, keys, splice).unwrap();
             let mut expected = original.clone();
             expected["b"]["a"][1] = json!("spliced");
             assert_eq!(out, to_vec(&expected, Escaping::Clarketm, keys));
@@ -475,8 +479,21 @@ mod tests {
                 write: &mut write,
             };
             assert_eq!(
-                drain_to_vec(&mut value, Escaping::Go122, keys, splice),
+                drain_to_vec(&mut value, Escaping::Go122, keys, splice).unwrap(),
                 b"0"
+            );
+            // A node that is not in the value: no output, rather than the value without it.
+            let elsewhere = json!("stand-in");
+            let mut value = original.clone();
+            let mut write = |out: &mut Vec<u8>| out.extend_from_slice(b"0");
+            let splice = Splice {
+                at: &elsewhere,
+                len: 1,
+                write: &mut write,
+            };
+            assert_eq!(
+                drain_to_vec(&mut value, Escaping::Clarketm, keys, splice),
+                None
             );
         }
     }

@@ -242,7 +242,8 @@ pub fn render(
     // Compact: indented while it is escaped into the body.
     let content = go_marshal::marshal(&machine_config, origin);
     drop(machine_config);
-    let body = write_body(value, slot, &content);
+    let body = write_body(&mut value, slot, &content)
+        .ok_or_else(|| lost_file(MACHINE_CONFIG_CONTENT_PATH))?;
     drop(content);
     Ok(Rendered {
         // Exactly the bytes, no spare capacity: the body was grown by doubling while it was
@@ -477,11 +478,14 @@ fn stand_in_slot<'v>(
         })
         .and_then(|file| file.pointer("/contents/source"))
         .filter(|slot| slot.as_str() == Some(stand_in.as_str()))
-        .ok_or_else(|| {
-            RenderError::InvalidInput(format!(
-                "the translated config lost the appended file {path}"
-            ))
-        })
+        .ok_or_else(|| lost_file(path))
+}
+
+/// The stand-in of the appended file at `path` is not where the render put it.
+fn lost_file(path: &str) -> RenderError {
+    RenderError::InvalidInput(format!(
+        "the translated config lost the appended file {path}"
+    ))
 }
 
 /// The body: the translated, ordered `config` as the original's encoder writes it, with the
@@ -490,12 +494,12 @@ fn stand_in_slot<'v>(
 /// Neither the indented content nor its data URL (megabytes each, for a large config) is ever
 /// built on its own, and the config's strings are freed as they are written
 /// ([`gojson::drain_to_vec`]): a render's peak is the body and the compact content
-/// (benches/README.md).
+/// (benches/README.md). `config` is left `null`; `None` when `slot` is not in it.
 fn write_body(
-    mut config: serde_json::Value,
+    config: &mut serde_json::Value,
     slot: *const serde_json::Value,
     content: &[u8],
-) -> Vec<u8> {
+) -> Option<Vec<u8>> {
     let mut escaped = 0;
     gojson::indent_into(content, go_marshal::INDENT, &mut |bytes| {
         escaped += dataurl::escaped_len(bytes);
@@ -510,7 +514,7 @@ fn write_body(
         out.push(b'"');
     };
     gojson::drain_to_vec(
-        &mut config,
+        config,
         Escaping::Clarketm,
         Keys::AsGiven,
         gojson::Splice {
