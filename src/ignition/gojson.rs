@@ -88,19 +88,11 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value, escaping: Escaping, keys: K
                 write_value(out, member, escaping, keys);
             })
         }
-        scalar => write_scalar(out, scalar, escaping),
-    }
-}
-
-/// Appends a value that is neither an array nor an object.
-fn write_scalar(out: &mut Vec<u8>, value: &Value, escaping: Escaping) {
-    match value {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
         Value::Number(number) => write_number(out, number),
         Value::String(text) => write_str(out, text, escaping),
-        Value::Array(_) | Value::Object(_) => write_value(out, value, escaping, Keys::AsGiven),
     }
 }
 
@@ -156,11 +148,11 @@ pub struct Splice<'a> {
 
 /// `value` as compact JSON, as [`to_vec`] writes it but for `splice`'s node, whose bytes
 /// `splice.write` appends in its place; `value` is left `null`. `None` when the node is not in
-/// `value` (then nothing took its place: the output would be wrong). Every string is freed as soon
-/// as it is written, so the output grows while the value shrinks: the two are never both whole,
-/// and the spliced bytes (a render's MachineConfig content, megabytes) never exist on their own.
-/// Together they are most of a render's peak beside the bodies already cached
-/// (benches/README.md).
+/// `value` (nothing took its place: the output would be wrong). Every string is freed as soon
+/// as it is written, so the output grows while the value shrinks: the two are never both
+/// whole, and the spliced bytes (a render's MachineConfig content, megabytes) never exist on
+/// their own. Together they were most of a render's peak beside the bodies already cached
+/// (benches/README.md, "Seventh pass").
 pub fn drain_to_vec(
     value: &mut Value,
     escaping: Escaping,
@@ -202,7 +194,7 @@ fn write_taking(
                     },
                 );
             }
-            scalar => write_scalar(out, &*scalar, escaping),
+            scalar => write_value(out, &*scalar, escaping, keys),
         }
     }
     *value = Value::Null;
