@@ -77,14 +77,10 @@ pub fn marshal(mc: &MachineConfig, origin: Origin<'_>) -> Vec<u8> {
     out
 }
 
-/// The indent of `json.MarshalIndent(mc, "", INDENT)`, the MachineConfig content.
+/// The indent of the MachineConfig content, `json.MarshalIndent(mc, "", INDENT)`: Go's
+/// `MarshalIndent` is `Marshal` then `Indent`, so the content is [`marshal`]'s bytes through
+/// [`gojson::indent`] (or [`gojson::indent_into`], as a render writes it) with this indent.
 pub const INDENT: &str = "    ";
-
-/// `json.MarshalIndent(mc, "", "    ")` as the original's encoder writes it (the
-/// MachineConfig content): [`gojson::indent`] of [`marshal`] with [`INDENT`].
-pub fn marshal_indent(mc: &MachineConfig, origin: Origin<'_>) -> Vec<u8> {
-    gojson::indent(&marshal(mc, origin), INDENT)
-}
 
 /// `MachineConfigSpec` in Go's field order; only `config` is `omitempty`.
 fn machine_config_spec(out: &mut Vec<u8>, spec: &MachineConfigSpec, origin: Origin<'_>) {
@@ -330,7 +326,11 @@ mod tests {
         // Go program's output).
         let expected = "{\n    \"metadata\": {\n        \"name\": \"rendered-worker-1\",\n        \"uid\": \"u-1\",\n        \"resourceVersion\": \"7\",\n        \"generation\": 2,\n        \"labels\": {\n            \"a\": \"1\",\n            \"b\": \"2\"\n        },\n        \"annotations\": {\n            \"x\": \"\\u003c\\u0026\\u003e\"\n        },\n        \"ownerReferences\": [\n            {\n                \"apiVersion\": \"machineconfiguration.openshift.io/v1\",\n                \"kind\": \"MachineConfigPool\",\n                \"name\": \"worker\",\n                \"uid\": \"p-1\",\n                \"controller\": true,\n                \"blockOwnerDeletion\": true\n            }\n        ],\n        \"managedFields\": [\n            {\n                \"manager\": \"machine-config-controller\",\n                \"operation\": \"Update\",\n                \"apiVersion\": \"machineconfiguration.openshift.io/v1\",\n                \"time\": \"2026-11-27T01:14:58Z\",\n                \"fieldsType\": \"FieldsV1\",\n                \"fieldsV1\": {\n                    \"f:spec\": {\n                        \"f:config\": {}\n                    },\n                    \"f:metadata\": {\n                        \"f:labels\": {}\n                    }\n                }\n            }\n        ]\n    },\n    \"spec\": {\n        \"osImageURL\": \"q\",\n        \"baseOSExtensionsContainerImage\": \"\",\n        \"config\": {\n            \"z\": 1,\n            \"ignition\": {\n                \"version\": \"3.5.0\"\n            },\n            \"s\": \"a\\b\\f\\u003cb\\u003e\\u2028\"\n        },\n        \"kernelArguments\": null,\n        \"extensions\": null,\n        \"fips\": false,\n        \"kernelType\": \"\"\n    }\n}";
         assert_eq!(
-            String::from_utf8(marshal_indent(&from_the_api_server(), Origin::Informer)).unwrap(),
+            String::from_utf8(gojson::indent(
+                &marshal(&from_the_api_server(), Origin::Informer),
+                INDENT
+            ))
+            .unwrap(),
             expected
         );
     }
