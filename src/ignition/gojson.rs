@@ -445,46 +445,46 @@ mod tests {
         );
     }
 
+    /// `value` drained with `bytes` spliced in at the node `at`.
+    fn spliced(
+        value: &mut Value,
+        at: *const Value,
+        bytes: &[u8],
+        escaping: Escaping,
+        keys: Keys,
+    ) -> Option<Vec<u8>> {
+        let mut write = |out: &mut Vec<u8>| out.extend_from_slice(bytes);
+        let splice = Splice {
+            at,
+            len: bytes.len(),
+            write: &mut write,
+        };
+        drain_to_vec(value, escaping, keys, splice)
+    }
+
     #[test]
     fn a_spliced_node_is_written_by_the_caller_and_the_rest_as_to_vec_writes_it() {
         let original = json!({"b": {"z": "<x>", "a": [1.5, "stand-in", null]}, "a": true});
         for keys in [Keys::AsGiven, Keys::Sorted] {
             let mut value = original.clone();
             let at: *const Value = value.pointer("/b/a/1").unwrap();
-            let mut write = |out: &mut Vec<u8>| out.extend_from_slice(br#""spliced""#);
-            let splice = Splice {
-                at,
-                len: 9,
-                write: &mut write,
-            };
-            let out = drain_to_vec(&mut value, Escaping::Clarketm, keys, splice).unwrap();
+            let out = spliced(&mut value, at, br#""spliced""#, Escaping::Clarketm, keys).unwrap();
             let mut expected = original.clone();
             expected["b"]["a"][1] = json!("spliced");
             assert_eq!(out, to_vec(&expected, Escaping::Clarketm, keys));
             assert_eq!(value, Value::Null);
             // The whole value spliced: its root is the node.
             let mut value = original.clone();
-            let mut write = |out: &mut Vec<u8>| out.extend_from_slice(b"0");
-            let splice = Splice {
-                at: &value,
-                len: 1,
-                write: &mut write,
-            };
+            let at: *const Value = &value;
             assert_eq!(
-                drain_to_vec(&mut value, Escaping::Go122, keys, splice).unwrap(),
+                spliced(&mut value, at, b"0", Escaping::Go122, keys).unwrap(),
                 b"0"
             );
             // A node that is not in the value: no output, rather than the value without it.
             let elsewhere = json!("stand-in");
             let mut value = original.clone();
-            let mut write = |out: &mut Vec<u8>| out.extend_from_slice(b"0");
-            let splice = Splice {
-                at: &elsewhere,
-                len: 1,
-                write: &mut write,
-            };
             assert_eq!(
-                drain_to_vec(&mut value, Escaping::Clarketm, keys, splice),
+                spliced(&mut value, &elsewhere, b"0", Escaping::Clarketm, keys),
                 None
             );
         }
