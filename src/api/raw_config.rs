@@ -5,7 +5,7 @@
 //! of it; the benchmark's large pools 2 MB each). Kept as a `serde_json::Value` it was the
 //! largest input the server held (17 MB for 60 rendered MachineConfigs, 42 MB for 20 pools of
 //! 2 MB, benches/README.md), while it is read only when a payload is rendered: once per pool,
-//! spec version and change, never per request. Deflated (level 1: configs are text, certificates
+//! spec version and change, never per request. Deflated (level 3: configs are text, certificates
 //! and base64, which compress 2.5 to 4 times) it costs a tenth to a third of that, and a render
 //! pays a few milliseconds to inflate it. The original keeps the raw bytes
 //! (`runtime.RawExtension`); so does this type, compressed.
@@ -23,9 +23,12 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-/// The deflate level: the fastest (a large config deflates in milliseconds when its
-/// MachineConfig is decoded); higher levels gain a few per cent at several times the time.
-const LEVEL: u8 = 1;
+/// The deflate level, measured on the realistic fixture's rendered configs (150 KB) and the
+/// benchmark's 2 MB pools (benches/README.md, "Eighth pass"): level 3 keeps 16 to 24% fewer
+/// bytes than level 1 (the fastest) for 1 to 3 times its time (about 15 ms a MB, once per
+/// MachineConfig decoded), and inflates faster (fewer bytes to read); levels above it gain
+/// 1 to 3% more at 3 to 5 times the time again.
+const LEVEL: u8 = 3;
 
 /// `spec.config`, deflated (see the module docs). Cheap to clone (shared bytes).
 #[derive(Clone, PartialEq, Eq)]
