@@ -25,9 +25,9 @@ use serde_json::Value;
 
 /// The deflate level, measured on the realistic fixture's rendered configs (150 KB) and the
 /// benchmark's 2 MB pools (benches/README.md, "Eighth pass"): level 3 keeps 16 to 24% fewer
-/// bytes than level 1 (the fastest) for 1 to 3 times its time (about 15 ms a MB, once per
+/// bytes than level 1 (the fastest) for 2 to 3.5 times its time (about 15 ms a MB, once per
 /// MachineConfig decoded), and inflates faster (fewer bytes to read); levels above it gain
-/// 1 to 3% more at 3 to 5 times the time again.
+/// 1 to 4% more at 2.5 to 3.5 times the time again.
 const LEVEL: u8 = 3;
 
 /// `spec.config`, deflated (see the module docs). Cheap to clone (shared bytes).
