@@ -57,8 +57,8 @@ pub struct Serving {
     pub secure: Option<SecureListener>,
     /// The plain-HTTP listener with the same routes; `None` disables it.
     pub insecure: Option<SocketAddr>,
-    /// The metrics/readiness listener; `None` disables it.
-    pub admin: Option<SocketAddr>,
+    /// The metrics/readiness listener: where it binds, or why it is off.
+    pub admin: cli::AdminListener,
     /// The TLS policy of the secure listener, with the process's crypto backend ([`run`] also
     /// makes its client side the Kubernetes client's).
     pub tls: TlsPolicy,
@@ -102,7 +102,7 @@ impl Serving {
         Serving {
             secure: None,
             insecure: Some(address),
-            admin: None,
+            admin: cli::AdminListener::Disabled,
             tls: TlsPolicy::intermediate(),
             access: AccessPolicy::default(),
             limits: ConnectionLimits::default(),
@@ -197,13 +197,21 @@ impl Serving {
                 })
             }
         };
+        let insecure = match root.insecure_port {
+            0 => None,
+            port => Some(SocketAddr::new(root.bind_address, port)),
+        };
+        let serving_addresses: Vec<(&'static str, SocketAddr)> = [
+            secure.as_ref().map(|s| ("--secure-port", s.address)),
+            insecure.map(|address| ("--insecure-port", address)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         Ok(Serving {
             secure,
-            insecure: match root.insecure_port {
-                0 => None,
-                port => Some(SocketAddr::new(root.bind_address, port)),
-            },
-            admin: cli::parse_metrics_address(&root.metrics_bind_address)?,
+            insecure,
+            admin: cli::admin_listener(root.metrics_bind_address.as_deref(), &serving_addresses)?,
             tls,
             access: cli::access_policy(root)?,
             limits: ConnectionLimits {
@@ -609,9 +617,39 @@ impl Listeners {
             }
             Some(address) => Some(bind(address, "--insecure-port").await?),
         };
-        let admin = match serving.admin {
-            Some(address) => Some(bind(address, "--metrics-bind-address").await?),
-            None => None,
+        // Bound after the serving ports. Its default is never a reason not to serve: a caller
+        // that gave a serving port the default's port gets it (HyperShift's ignition server runs
+        // `--secure-port=22625`), and a default another process holds leaves it off. An address
+        // given explicitly is the operator's request: one that cannot be bound is a usage error.
+        let admin = match &serving.admin {
+            cli::AdminListener::At {
+                address,
+                explicit: true,
+            } => Some(bind(*address, "--metrics-bind-address").await?),
+            cli::AdminListener::At {
+                address,
+                explicit: false,
+            } => match bind(*address, "--metrics-bind-address").await {
+                Ok(socket) => Some(socket),
+                Err(error) => {
+                    tracing::warn!(
+                        %error,
+                        "admin listener off (/metrics, /readyz, /healthz, /status): its default \
+                         address cannot be bound; --metrics-bind-address names another"
+                    );
+                    None
+                }
+            },
+            cli::AdminListener::DefaultTaken { default, flag } => {
+                tracing::warn!(
+                    %default,
+                    serving_flag = flag,
+                    "admin listener off (/metrics, /readyz, /healthz, /status): its default \
+                     address is {flag}'s port; --metrics-bind-address names another to turn it on"
+                );
+                None
+            }
+            cli::AdminListener::Disabled => None,
         };
         Ok(Listeners {
             secure,

@@ -61,9 +61,11 @@ pub struct RootFlags {
     /// Release version of the payload, logged and exported as build info.
     #[arg(long, global = true, default_value = "")]
     pub payload_version: String,
-    /// Address of the metrics/readiness listener (plain HTTP); empty disables it.
-    #[arg(long, global = true, default_value = "127.0.0.1:22625")]
-    pub metrics_bind_address: String,
+    /// Address of the metrics/readiness listener (plain HTTP); empty disables it. Default
+    /// 127.0.0.1:22625, unless a serving port was given that port (HyperShift's ignition server
+    /// runs `bootstrap --secure-port=22625`): then the listener stays off, said in one log line.
+    #[arg(long, global = true, value_name = "HOST:PORT")]
+    pub metrics_bind_address: Option<String>,
     /// Only these client networks may fetch configs (comma-separated CIDRs); empty allows all.
     #[arg(long, global = true, value_delimiter = ',')]
     pub allowed_source_cidrs: Vec<String>,
@@ -439,15 +441,72 @@ pub fn parse_bootstrap_certs(values: &[String]) -> Result<Vec<(String, PathBuf)>
         .collect()
 }
 
-/// `--metrics-bind-address`: `None` when empty (disabled).
-pub fn parse_metrics_address(value: &str) -> Result<Option<SocketAddr>, UsageError> {
-    if value.is_empty() {
-        return Ok(None);
+/// Where the admin (metrics/readiness) listener binds, decided from `--metrics-bind-address`
+/// and the serving ports' addresses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AdminListener {
+    /// Bind here; `explicit` when `--metrics-bind-address` named it.
+    At { address: SocketAddr, explicit: bool },
+    /// Off: `--metrics-bind-address` was empty.
+    Disabled,
+    /// Off: the default address is one a serving port was given (`flag`); a caller that chose
+    /// that port for serving gets it, and nothing optional takes it first.
+    DefaultTaken {
+        default: SocketAddr,
+        flag: &'static str,
+    },
+}
+
+impl AdminListener {
+    /// The address to bind, if any.
+    pub fn address(&self) -> Option<SocketAddr> {
+        match self {
+            AdminListener::At { address, .. } => Some(*address),
+            AdminListener::Disabled | AdminListener::DefaultTaken { .. } => None,
+        }
     }
-    value
+}
+
+/// `--metrics-bind-address` against the serving ports (`(flag, address)` of each enabled
+/// one): the default moves out of the way (stays off) when a serving port was given its port;
+/// an address given explicitly that a serving port takes is a usage error naming both flags.
+pub fn admin_listener(
+    value: Option<&str>,
+    serving: &[(&'static str, SocketAddr)],
+) -> Result<AdminListener, UsageError> {
+    const FLAG: &str = "--metrics-bind-address";
+    let (text, explicit) = match value {
+        Some("") => return Ok(AdminListener::Disabled),
+        Some(text) => (text, true),
+        None => (crate::server::admin::DEFAULT_BIND_ADDRESS, false),
+    };
+    let address: SocketAddr = text
         .parse()
-        .map(Some)
-        .map_err(|_| UsageError::value("--metrics-bind-address", value, "expected HOST:PORT"))
+        .map_err(|_| UsageError::value(FLAG, text, "expected HOST:PORT"))?;
+    let taken_by = serving
+        .iter()
+        .find(|(_, serving)| addresses_overlap(address, *serving))
+        .map(|(flag, _)| *flag);
+    match taken_by {
+        None => Ok(AdminListener::At { address, explicit }),
+        Some(flag) if !explicit => Ok(AdminListener::DefaultTaken {
+            default: address,
+            flag,
+        }),
+        Some(flag) => Err(UsageError::value(
+            FLAG,
+            text,
+            format!("an address {flag} does not serve on (that port is {flag}'s)"),
+        )),
+    }
+}
+
+/// Whether two listeners would contend for one socket: the same port, and the same address or
+/// either one on every address (0.0.0.0 or ::). Port 0 (any free port) never contends.
+fn addresses_overlap(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() != 0
+        && a.port() == b.port()
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
 }
 
 /// `--proxy-protocol-from`: `None` when empty (off).
@@ -553,6 +612,68 @@ pub fn require_dir(flag: &'static str, path: &Path) -> Result<(), UsageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_admin_default_stays_off_where_a_serving_port_was_given_its_port() {
+        let any = |port| SocketAddr::from(([0, 0, 0, 0], port));
+        let loopback = |port| SocketAddr::from(([127, 0, 0, 1], port));
+        // The MCO's and the installer's ports: the default binds.
+        let serving = [
+            ("--secure-port", any(22623)),
+            ("--insecure-port", any(22624)),
+        ];
+        assert_eq!(
+            admin_listener(None, &serving).unwrap(),
+            AdminListener::At {
+                address: loopback(22625),
+                explicit: false
+            }
+        );
+        // HyperShift's ignition server: the default would take the secure port.
+        let hypershift = [
+            ("--secure-port", any(22625)),
+            ("--insecure-port", any(22626)),
+        ];
+        let decided = admin_listener(None, &hypershift).unwrap();
+        assert_eq!(
+            decided,
+            AdminListener::DefaultTaken {
+                default: loopback(22625),
+                flag: "--secure-port"
+            }
+        );
+        assert_eq!(decided.address(), None);
+        // A serving port on another address only: no contention.
+        let elsewhere = [("--insecure-port", SocketAddr::from(([10, 0, 0, 1], 22625)))];
+        assert_eq!(
+            admin_listener(None, &elsewhere).unwrap().address(),
+            Some(loopback(22625))
+        );
+        // Given explicitly and taken by a serving port: a usage error naming both flags.
+        let error = admin_listener(Some("0.0.0.0:22626"), &hypershift).unwrap_err();
+        let text = error.to_string();
+        assert!(text.contains("--metrics-bind-address"), "{text}");
+        assert!(text.contains("--insecure-port"), "{text}");
+        // Given explicitly elsewhere, empty, malformed, or any free port.
+        assert_eq!(
+            admin_listener(Some("127.0.0.1:9100"), &hypershift).unwrap(),
+            AdminListener::At {
+                address: loopback(9100),
+                explicit: true
+            }
+        );
+        assert_eq!(
+            admin_listener(Some(""), &hypershift).unwrap(),
+            AdminListener::Disabled
+        );
+        assert!(admin_listener(Some("22625"), &serving).is_err());
+        assert_eq!(
+            admin_listener(Some("127.0.0.1:0"), &serving)
+                .unwrap()
+                .address(),
+            Some(loopback(0))
+        );
+    }
 
     #[test]
     fn bootstrap_certs_are_name_equals_file() {

@@ -11,6 +11,8 @@
 //! - [`balancer`], [`fault_proxy`]: the client-address-keeping load balancer in front of
 //!   several replicas, and the fault-injecting proxy between a replica and its API server.
 //! - [`haproxy`]: a real haproxy in front of the server, sending the PROXY protocol.
+//! - [`hypershift`]: HyperShift's ignition server as a caller (its payload generation on ports
+//!   22625 and 22626, in a network namespace of its own).
 //! - [`rehearsal`]: a scale-up rehearsed end to end (three replicas behind haproxy, machines
 //!   that speak as Ignition, the cluster's side, a rollout, an image build, a SIGKILL), judged
 //!   in verdicts, with a timeline report (`benches/rehearsal.rs`, `tests/rehearsal.rs`).
@@ -31,6 +33,7 @@ pub mod fake_apiserver;
 pub mod fault_proxy;
 pub mod fixtures;
 pub mod haproxy;
+pub mod hypershift;
 pub mod ignition_samples;
 pub mod mcs;
 pub mod openssl_fips;

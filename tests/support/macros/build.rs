@@ -122,6 +122,7 @@ fn main() {
             }
             Ok(())
         });
+    let netns = netns();
     for (tier, decision) in [
         ("UPSTREAM", upstream),
         ("PROMTOOL", promtool),
@@ -132,12 +133,33 @@ fn main() {
         ("IN_TEST_APISERVER", in_test),
         ("OPENSSL_FIPS", openssl_fips),
         ("HAPROXY", haproxy),
+        ("NETNS", netns),
     ] {
         let value = match decision {
             Ok(()) => "1".to_string(),
             Err(reason) => reason,
         };
         println!("cargo:rustc-env=MCS_TIER_{tier}={value}");
+    }
+}
+
+/// A network namespace of its own with its loopback up, as the tests make one for a caller
+/// on fixed ports (HyperShift's 22625 and 22626): `unshare --net` needs CAP_SYS_ADMIN (root),
+/// `ip` is iproute2's.
+fn netns() -> Result<(), String> {
+    let probe = std::process::Command::new("unshare")
+        .args(["--net", "ip", "link", "set", "lo", "up"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    match probe {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(format!(
+            "needs a network namespace of its own: `unshare --net ip link set lo up` failed ({status}); run as root (CAP_SYS_ADMIN)"
+        )),
+        Err(e) => Err(format!(
+            "needs a network namespace of its own: unshare or ip cannot run ({e}): apt-get install util-linux iproute2"
+        )),
     }
 }
 

@@ -17,7 +17,9 @@
 //! - `openssl_fips`: OpenSSL's FIPS provider in the directory `MCS_OPENSSL_FIPS_DIR` names
 //!   (made by `.ci/openssl-fips-provider`), for the server in FIPS mode (OpenSSL build);
 //! - `haproxy`: Debian's `haproxy` (`/usr/sbin/haproxy`), a real load balancer sending the
-//!   PROXY protocol.
+//!   PROXY protocol;
+//! - `netns`: a network namespace of its own (`unshare --net`, root), for callers on fixed
+//!   ports (HyperShift's ignition server runs the server on 22625 and 22626).
 
 use proc_macro::{Delimiter, Group, Punct, Spacing, TokenStream, TokenTree};
 
@@ -38,9 +40,10 @@ pub fn tier(attribute: TokenStream, item: TokenStream) -> TokenStream {
             "in_test_apiserver" => env!("MCS_TIER_IN_TEST_APISERVER"),
             "openssl_fips" => env!("MCS_TIER_OPENSSL_FIPS"),
             "haproxy" => env!("MCS_TIER_HAPROXY"),
+            "netns" => env!("MCS_TIER_NETNS"),
             other => {
                 return compile_error(&format!(
-                    "unknown tier {other:?}: upstream, promtool, ignition, ignition_current, libfaketime, real_apiserver, in_test_apiserver, openssl_fips or haproxy"
+                    "unknown tier {other:?}: upstream, promtool, ignition, ignition_current, libfaketime, real_apiserver, in_test_apiserver, openssl_fips, haproxy or netns"
                 ))
             }
         };
