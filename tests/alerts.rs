@@ -13,7 +13,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -47,30 +46,10 @@ fn alert_rules() -> Vec<Value> {
         .collect()
 }
 
-/// `promtool` in the alert rules' directory (for `#[tier(promtool)]` tests).
-fn promtool() -> Command {
-    let mut command = Command::new("promtool");
-    command.current_dir(deploy_dir().join("alerts"));
-    command
-}
-
-fn run(mut command: Command) -> String {
-    let out = command.output().expect("promtool runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{command:?} failed:\n{text}");
-    text
-}
-
 #[tier(promtool)]
 #[test]
 fn promtool_accepts_the_rules() {
-    let mut promtool = promtool();
-    promtool.args(["check", "rules", "rules.yaml"]);
-    let out = run(promtool);
+    let out = promql::promtool(&deploy_dir().join("alerts"), &["check", "rules", "rules.yaml"]);
     let alerts = alert_rules().len();
     assert!(
         out.contains(&format!("SUCCESS: {alerts} rules found")),
@@ -81,9 +60,7 @@ fn promtool_accepts_the_rules() {
 #[tier(promtool)]
 #[test]
 fn promtool_unit_tests_pass() {
-    let mut promtool = promtool();
-    promtool.args(["test", "rules", "tests.yaml"]);
-    let out = run(promtool);
+    let out = promql::promtool(&deploy_dir().join("alerts"), &["test", "rules", "tests.yaml"]);
     assert!(out.contains("SUCCESS"), "{out}");
 }
 

@@ -2,8 +2,8 @@
 //! its metrics (the alerting rules, `tests/alerts.rs`; the console dashboard,
 //! `tests/dashboard.rs`): which metrics and labels an expression reads ([`uses`]), which
 //! sample names and labels an OpenMetrics scrape carries ([`exported`]), what an expression
-//! reads that a scrape lacks ([`missing`]), and real scrapes of the server in both modes
-//! ([`until_exported`]), so that a renamed metric or label fails a test instead of leaving a
+//! reads that a scrape lacks ([`missing`]), real scrapes of the server in both modes
+//! ([`until_exported`]), and `promtool` ([`promtool`]), so that a renamed metric or label fails a test instead of leaving a
 //! silent alert or an empty panel.
 //!
 //! The parser is a reading aid, not a PromQL parser: it knows the functions and keywords in
@@ -12,6 +12,8 @@
 //! is added.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::api_server::{ApiServer, Options};
@@ -141,6 +143,21 @@ pub fn missing(name: &str, expr: &str, scraped: &Exported, target_labels: &[&str
         problems.push(format!("{name}: groups by {label}, which its metrics lack"));
     }
     problems
+}
+
+/// `promtool ARGS` run in `dir` (for `#[tier(promtool)]` tests): its output, stdout then
+/// stderr; panics with it when promtool fails.
+pub fn promtool(dir: &Path, args: &[&str]) -> String {
+    let mut command = Command::new("promtool");
+    command.current_dir(dir).args(args);
+    let out = command.output().expect("promtool runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{command:?} failed:\n{text}");
+    text
 }
 
 /// `GET /metrics` on the server's admin listener.
