@@ -49,7 +49,10 @@ fn alert_rules() -> Vec<Value> {
 #[tier(promtool)]
 #[test]
 fn promtool_accepts_the_rules() {
-    let out = promql::promtool(&deploy_dir().join("alerts"), &["check", "rules", "rules.yaml"]);
+    let out = promql::promtool(
+        &deploy_dir().join("alerts"),
+        &["check", "rules", "rules.yaml"],
+    );
     let alerts = alert_rules().len();
     assert!(
         out.contains(&format!("SUCCESS: {alerts} rules found")),
@@ -60,7 +63,10 @@ fn promtool_accepts_the_rules() {
 #[tier(promtool)]
 #[test]
 fn promtool_unit_tests_pass() {
-    let out = promql::promtool(&deploy_dir().join("alerts"), &["test", "rules", "tests.yaml"]);
+    let out = promql::promtool(
+        &deploy_dir().join("alerts"),
+        &["test", "rules", "tests.yaml"],
+    );
     assert!(out.contains("SUCCESS"), "{out}");
 }
 
