@@ -23,6 +23,8 @@
 //! - [`elf`]: how an ELF executable links (`DT_NEEDED`, PIE), read as OpenShift's payload
 //!   scanner reads it.
 //! - [`openssl_fips`]: the environment of a server that loads OpenSSL's FIPS provider.
+//! - [`promql`]: the metrics and labels a PromQL expression reads, checked against real
+//!   scrapes of the server (the alerting rules' and the dashboard's tests).
 //! - [`tier`]: the `#[tier(...)]` attribute of tests that need more than this repository.
 
 pub mod api_server;
@@ -37,6 +39,7 @@ pub mod hypershift;
 pub mod ignition_samples;
 pub mod mcs;
 pub mod openssl_fips;
+pub mod promql;
 pub mod real_apiserver;
 pub mod rehearsal;
 pub mod upstream;
