@@ -294,6 +294,8 @@ pub struct ServingState {
     pub min_ignition: Option<IgnitionRelease>,
     /// Cluster mode: the features' rights, shown on `/status`.
     pub features: Option<watch::Receiver<Arc<Grants>>>,
+    /// The TLS port's certificate, shown on `/status`.
+    pub certificate: Option<crate::server::tls::ReloadStats>,
 }
 
 impl ServingState {
@@ -312,6 +314,7 @@ impl ServingState {
             events: EventNotices::default(),
             min_ignition: None,
             features: None,
+            certificate: None,
         }
     }
 
@@ -340,6 +343,7 @@ impl ServingState {
                 snapshots: Some(state.snapshots.clone())
                     .filter(|snapshots| snapshots.borrow().mode == crate::snapshot::Mode::Cluster),
                 features: self.features,
+                certificate: self.certificate,
             }),
             state,
         }
@@ -405,6 +409,10 @@ impl App {
         }
         let served = ServedLog::default();
         let access = Arc::new(serving.access);
+        let certificate = listeners
+            .secure
+            .as_ref()
+            .map(|(_, reloader)| reloader.stats());
         let (routers, background, leading) = match mode {
             Mode::Bootstrap(settings) => {
                 tracing::info!(
@@ -427,6 +435,7 @@ impl App {
                     served,
                     metrics: metrics.clone(),
                     min_ignition: serving.min_ignition.clone(),
+                    certificate,
                     ..ServingState::new(source.snapshots.clone(), ready)
                 }
                 .routers();
@@ -483,6 +492,7 @@ impl App {
                     events,
                     min_ignition: serving.min_ignition.clone(),
                     features: Some(source.rights.subscribe()),
+                    certificate,
                     ..ServingState::new(source.snapshots.clone(), source.ready.clone())
                 }
                 .routers();
@@ -599,7 +609,7 @@ impl Listeners {
                     policy,
                     DEFAULT_RELOAD_INTERVAL,
                     Arc::new(move |outcome: &ReloadOutcome| match outcome {
-                        ReloadOutcome::Reloaded { not_after_unix } => {
+                        ReloadOutcome::Reloaded { not_after_unix, .. } => {
                             observer_metrics.cert_reload(true);
                             observer_metrics.set_cert_expiry(*not_after_unix);
                         }

@@ -382,6 +382,7 @@ fn admin() -> Admin {
             pools: PoolStatusBoard::new(),
             snapshots: None,
             features: None,
+            certificate: None,
         },
         ready,
     }

@@ -2,31 +2,34 @@
 //! connection the server accepts (the Ignition port) or makes (the Kubernetes client), and
 //! whether it runs in FIPS mode.
 //!
-//! Owns: the compiled-in choice of backend (cargo feature `ring`, the default, or `openssl`, the
-//! system's `libcrypto.so.3` through rustls-openssl: the build the container image ships), the
+//! Owns: the compiled-in choice of backend (cargo feature `aws-lc-rs`, the default: AWS-LC
+//! compiled in; or `openssl`, the system's `libcrypto.so.3` through rustls-openssl: the build the
+//! container image ships), the
 //! FIPS decision and activation ([`Crypto::for_process`]), and the provider a TLS policy's suites
 //! are served with ([`Crypto::provider`]): in FIPS mode only approved key exchange groups and
 //! signature algorithms, and a key loader that signs only with approved schemes. Must not
 //! touch: policy parsing (`server::tls`), sockets, metrics, logging (callers log [`Crypto`]'s
 //! summary once).
 //!
-//! With both features enabled, OpenSSL is used (ring is then compiled in but unused); the
-//! release build is `--no-default-features --features openssl`, which has no ring code at all.
+//! With both features enabled, OpenSSL is used (AWS-LC is then compiled in but unused); the
+//! release build is `--no-default-features --features openssl`, which has no AWS-LC code at all.
+//! Both backends sign with every key the cluster's PKI configuration issues (RSA 2048 to 8192
+//! bits, ECDSA P-256, P-384 and P-521) and verify chains of them.
 
 pub mod fips;
 
 #[cfg(feature = "openssl")]
 #[path = "openssl.rs"]
 mod backend;
-#[cfg(all(feature = "ring", not(feature = "openssl")))]
-#[path = "ring.rs"]
+#[cfg(all(feature = "aws-lc-rs", not(feature = "openssl")))]
+#[path = "aws_lc.rs"]
 mod backend;
 #[cfg(feature = "openssl")]
 mod openssl_aead;
 #[cfg(feature = "openssl")]
 mod openssl_hkdf;
-#[cfg(not(any(feature = "ring", feature = "openssl")))]
-compile_error!("enable a TLS crypto backend: cargo feature `ring` (default) or `openssl`");
+#[cfg(not(any(feature = "aws-lc-rs", feature = "openssl")))]
+compile_error!("enable a TLS crypto backend: cargo feature `aws-lc-rs` (default) or `openssl`");
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -122,7 +125,7 @@ impl Crypto {
         }
     }
 
-    /// The backend's name: `ring` or `openssl`.
+    /// The backend's name: `aws-lc-rs` or `openssl`.
     pub fn provider_name(&self) -> &'static str {
         backend::NAME
     }
@@ -357,7 +360,7 @@ mod tests {
     #[test]
     fn the_fips_key_loader_refuses_ed25519_and_signs_only_with_approved_schemes() {
         // A PKCS#8 v1 Ed25519 key (RFC 8410 §7: OID 1.3.101.112, then the 32-byte seed), which
-        // ring and OpenSSL 3.0 both read (OpenSSL 3.0 does not read ring's v2 encoding).
+        // AWS-LC and OpenSSL 3.0 both read (OpenSSL 3.0 does not read the v2 encoding).
         let mut pkcs8 = vec![
             0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22,
             0x04, 0x20,
@@ -384,10 +387,11 @@ mod tests {
             .is_none());
     }
 
-    /// The ring build refuses FIPS mode, from the flag or the kernel, with one line naming both.
+    /// The aws-lc-rs build refuses FIPS mode, from the flag or the kernel, with one line naming
+    /// both.
     #[cfg(not(feature = "openssl"))]
     #[test]
-    fn the_ring_build_refuses_fips_mode() {
+    fn the_aws_lc_build_refuses_fips_mode() {
         let dir = tempfile::tempdir().unwrap();
         let flag = dir.path().join("fips_enabled");
         std::fs::write(&flag, "1\n").unwrap();
@@ -397,7 +401,10 @@ mod tests {
             assert_eq!(err.kind(), "fips_unavailable");
             assert!(line.starts_with("FIPS mode ("), "{line}");
             assert!(line.contains(named), "{line}");
-            assert!(line.contains("ring") && line.contains("OpenSSL"), "{line}");
+            assert!(
+                line.contains("aws-lc-rs") && line.contains("OpenSSL"),
+                "{line}"
+            );
             assert!(!line.contains('\n'), "{line}");
         }
         let err = Crypto::for_process(true, &dir.path().join("absent")).unwrap_err();

@@ -2,8 +2,9 @@
 //! `127.0.0.1:22625`), never to the public ports.
 //!
 //! Routes: `GET /metrics` (OpenMetrics text), `GET /readyz` (200 once ready, else 503),
-//! `GET /healthz` (200 while the process serves), `GET /status` (JSON pool status board and
-//! the latest first-boot failure reports, sanitized as their Events are).
+//! `GET /healthz` (200 while the process serves), `GET /status` (JSON pool status board, the
+//! latest first-boot failure reports, sanitized as their Events are, and the serving
+//! certificate: its files, key kind, expiry, since when, the newest refused reload).
 //! `HEAD` works wherever `GET` does; other methods get 405, other paths 404.
 //!
 //! Owns: these routes and their response shapes. Must not touch: config rendering, the
@@ -26,6 +27,7 @@ use tokio::sync::watch;
 use crate::metrics::{FailureStatus, Metrics, PoolStatus, PoolStatusBoard};
 use crate::render::waiting_for;
 use crate::rights::{FeatureState, Grants};
+use crate::server::tls::reload::{CertificateState, ReloadStats};
 use crate::snapshot::{Mode, Snapshot};
 
 /// The admin listener's default bind address (`--metrics-bind-address`; empty disables it).
@@ -45,6 +47,8 @@ pub struct AdminState {
     pub snapshots: Option<watch::Receiver<Arc<Snapshot>>>,
     /// Cluster mode: the rights of the features beyond the original.
     pub features: Option<watch::Receiver<Arc<Grants>>>,
+    /// The TLS port's certificate (`None` without one).
+    pub certificate: Option<ReloadStats>,
 }
 
 /// The body of `/status`.
@@ -65,6 +69,10 @@ pub struct StatusPage {
     /// Cluster mode: each feature beyond the original, on or off and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub features: Option<BTreeMap<&'static str, FeatureState>>,
+    /// The TLS port's certificate: which files hold what, since when, and the newest refused
+    /// reload (absent when the TLS port is off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serving_certificate: Option<CertificateState>,
 }
 
 /// Whether a pool can be served, and what it waits for.
@@ -153,6 +161,7 @@ async fn status(State(state): State<AdminState>) -> Response<Body> {
                 .map(|(feature, state)| (feature.as_str(), state))
                 .collect()
         }),
+        serving_certificate: state.certificate.as_ref().map(ReloadStats::certificate),
     };
     match serde_json::to_string_pretty(&page) {
         Ok(body) => text_response(StatusCode::OK, APPLICATION_JSON, body),

@@ -30,9 +30,9 @@
 //! - TLS 1.3 suites: the ones listed are used; a list naming none keeps all three enabled, as Go
 //!   (and the original) does, since Go's TLS 1.3 suites are not configurable and openshift/api
 //!   documents them as always enabled.
-//! - Key exchange groups are the crypto backend's defaults (`crate::crypto`): ring's X25519, P-256
-//!   and P-384; with OpenSSL the same, plus X25519MLKEM768 where OpenSSL has ML-KEM (3.5 and
-//!   later). A Custom profile's (feature-gated) `groups` are not read, as the original does not
+//! - Key exchange groups are the crypto backend's defaults (`crate::crypto`): AWS-LC's
+//!   X25519MLKEM768, X25519, P-256 and P-384; with OpenSSL X25519, P-256 and P-384, plus
+//!   X25519MLKEM768 where OpenSSL has ML-KEM (3.5 and later). A Custom profile's (feature-gated) `groups` are not read, as the original does not
 //!   read them either.
 //! - FIPS mode ([`TlsPolicy::with_crypto`]): unapproved suites are dropped with one warning, key
 //!   exchange on P-256, P-384 and P-521 only, approved signature schemes only, and Extended Master
@@ -42,12 +42,14 @@
 //!
 //! HTTP/2 is never offered: ALPN is `http/1.1` only (the original disables h2 for CVE-2016-2183).
 
+pub mod key_kind;
 pub mod load;
 pub mod policy;
 pub mod reload;
 
 use std::path::PathBuf;
 
+pub use key_kind::KeyKind;
 pub use load::{leaf_not_after_unix, load_certificate, load_server_config, LoadedCertificate};
 pub use policy::{TlsPolicy, TlsProfile, TlsVersion, APISERVER_MANIFEST};
 pub use reload::{
@@ -105,10 +107,12 @@ pub enum TlsError {
     /// A certificate cannot be parsed (or its validity cannot be read).
     #[error("{}: invalid certificate: {reason}", path.display())]
     InvalidCertificate { path: PathBuf, reason: String },
-    /// The private key is not one rustls (ring) can sign with.
-    #[error("{}: unsupported or invalid private key: {source}", path.display())]
+    /// The private key is not one the crypto backend can sign with, or not a valid key at all;
+    /// its kind (algorithm and size) is named when the DER says it.
+    #[error("{}: {}", path.display(), unusable_key(kind.as_ref(), source))]
     InvalidKey {
         path: PathBuf,
+        kind: Option<KeyKind>,
         #[source]
         source: rustls::Error,
     },
@@ -123,6 +127,20 @@ pub enum TlsError {
         #[source]
         source: rustls::Error,
     },
+}
+
+/// Why a key was refused, naming what it is: a kind no build signs with ("an RSA 1024 key,
+/// which ..."), or a kind it does sign with that failed to load (corrupt, or this backend's
+/// limits), or a DER whose kind cannot be read.
+fn unusable_key(kind: Option<&KeyKind>, source: &rustls::Error) -> String {
+    match kind {
+        Some(kind) if !kind.is_supported() => format!(
+            "an {kind} private key, which the server cannot serve with (it takes {})",
+            key_kind::SUPPORTED
+        ),
+        Some(kind) => format!("{kind} private key refused by the TLS crypto backend: {source}"),
+        None => format!("not a private key the server can read: {source}"),
+    }
 }
 
 impl TlsError {

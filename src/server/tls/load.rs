@@ -4,7 +4,7 @@
 //! checks that the key belongs to the leaf certificate, and builds a server config that follows a
 //! [`TlsPolicy`] with the policy's crypto (`crate::crypto`), offers ALPN `http/1.1` only, and
 //! resumes sessions (a stateful cache, and stateless tickets where the crypto backend encrypts
-//! them: ring; OpenSSL resumes from the cache only). Also reads the leaf's notAfter for the expiry metric with a minimal DER walk (no X.509
+//! them: AWS-LC; OpenSSL resumes from the cache only). Also reads the leaf's notAfter for the expiry metric with a minimal DER walk (no X.509
 //! crate needed for one field). Must not touch: sockets, logging, metrics.
 
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ use rustls::server::ServerSessionMemoryCache;
 use rustls::sign::{CertifiedKey, SingleCertAndKey};
 use rustls::{InconsistentKeys, ServerConfig};
 
-use super::{TlsError, TlsPolicy};
+use super::{key_kind, KeyKind, TlsError, TlsPolicy};
 
 /// The only application protocol offered: the original disables HTTP/2.
 const ALPN_HTTP11: &[u8] = b"http/1.1";
@@ -31,12 +31,15 @@ pub struct LoadedCertificate {
     pub config: Arc<ServerConfig>,
     /// The leaf certificate's notAfter, seconds since the Unix epoch.
     pub not_after_unix: i64,
+    /// What the key is (algorithm and size), when its DER says.
+    pub key: Option<KeyKind>,
 }
 
 impl std::fmt::Debug for LoadedCertificate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LoadedCertificate")
             .field("not_after_unix", &self.not_after_unix)
+            .field("key", &self.key)
             .finish_non_exhaustive()
     }
 }
@@ -118,17 +121,19 @@ pub(super) fn build(pair: &PemPair, policy: &TlsPolicy) -> Result<LoadedCertific
     })?;
 
     let provider = Arc::new(policy.server_provider());
+    let key_kind = key_kind::of_private_key(&key_der);
     let signing_key = provider
         .key_provider
         .load_private_key(key_der)
         .map_err(|source| TlsError::InvalidKey {
             path: key_path.clone(),
+            kind: key_kind.clone(),
             source,
         })?;
     let certified = CertifiedKey::new(chain, signing_key);
     match certified.keys_match() {
-        // ring's and OpenSSL's keys can always produce their public key; "unknown" cannot happen
-        // with them.
+        // AWS-LC's and OpenSSL's keys can always produce their public key; "unknown" cannot
+        // happen with them.
         Ok(()) | Err(rustls::Error::InconsistentKeys(InconsistentKeys::Unknown)) => {}
         Err(rustls::Error::InconsistentKeys(InconsistentKeys::KeyMismatch)) => {
             return Err(TlsError::KeyMismatch {
@@ -184,6 +189,7 @@ pub(super) fn build(pair: &PemPair, policy: &TlsPolicy) -> Result<LoadedCertific
     Ok(LoadedCertificate {
         config: Arc::new(config),
         not_after_unix,
+        key: key_kind,
     })
 }
 

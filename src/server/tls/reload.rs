@@ -18,7 +18,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustls::ServerConfig;
@@ -26,8 +26,10 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
+use serde::Serialize;
+
 use super::load::{build, LoadedCertificate, PemPair};
-use super::{TlsError, TlsPolicy};
+use super::{KeyKind, TlsError, TlsPolicy};
 
 /// How often the files are checked unless the caller says otherwise.
 pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(1);
@@ -39,6 +41,8 @@ pub enum ReloadOutcome {
     Reloaded {
         /// The new leaf certificate's notAfter, seconds since the Unix epoch.
         not_after_unix: i64,
+        /// What its key is.
+        key: Option<KeyKind>,
     },
     /// The changed files do not make a valid pair; the previous config keeps serving.
     Rejected {
@@ -61,6 +65,35 @@ struct StatsInner {
     successes: AtomicU64,
     failures: AtomicU64,
     not_after_unix: AtomicI64,
+    /// What the status page shows; written only by the reloader, on a change of files.
+    state: Mutex<CertificateState>,
+}
+
+/// Which files hold the serving certificate, what it is and since when it is served, and the
+/// newest reload that was refused (kept until a later one succeeds): the admin listener's
+/// `/status` shows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CertificateState {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    /// The key's algorithm and size (`ECDSA P-521`, `RSA 8192`), or `unknown`.
+    pub key: String,
+    /// The leaf certificate's notAfter, seconds since the Unix epoch.
+    pub not_after_unix: i64,
+    /// When this pair began to be served to new connections (start or reload).
+    pub serving_since_unix: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_rejected: Option<RejectedReload>,
+}
+
+/// A reload that was refused: the previous certificate kept serving.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RejectedReload {
+    pub at_unix: i64,
+    /// The one error line that was logged.
+    pub error: String,
+    /// Its kind, as the metric counts it.
+    pub kind: &'static str,
 }
 
 impl ReloadStats {
@@ -79,16 +112,46 @@ impl ReloadStats {
         self.inner.not_after_unix.load(Ordering::Relaxed)
     }
 
+    /// What is served, from which files, since when, and the newest refused reload.
+    pub fn certificate(&self) -> CertificateState {
+        self.state().clone()
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, CertificateState> {
+        // Only plain field writes happen under the lock: a poisoned one still holds a state.
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn serving(&self, not_after_unix: i64, key: Option<&KeyKind>) {
+        let mut state = self.state();
+        state.key = key.map_or_else(|| "unknown".to_owned(), KeyKind::to_string);
+        state.not_after_unix = not_after_unix;
+        state.serving_since_unix = unix_now();
+        state.last_rejected = None;
+    }
+
     fn record(&self, outcome: &ReloadOutcome) {
         match outcome {
-            ReloadOutcome::Reloaded { not_after_unix } => {
+            ReloadOutcome::Reloaded {
+                not_after_unix,
+                key,
+            } => {
                 self.inner
                     .not_after_unix
                     .store(*not_after_unix, Ordering::Relaxed);
                 self.inner.successes.fetch_add(1, Ordering::Relaxed);
+                self.serving(*not_after_unix, key.as_ref());
             }
-            ReloadOutcome::Rejected { .. } => {
+            ReloadOutcome::Rejected { error } => {
                 self.inner.failures.fetch_add(1, Ordering::Relaxed);
+                self.state().last_rejected = Some(RejectedReload {
+                    at_unix: unix_now(),
+                    error: error.to_string(),
+                    kind: error.kind(),
+                });
             }
         }
     }
@@ -138,6 +201,12 @@ impl TlsReloader {
             .inner
             .not_after_unix
             .store(initial.not_after_unix, Ordering::Relaxed);
+        {
+            let mut state = stats.state();
+            state.cert_file = cert.to_owned();
+            state.key_file = key.to_owned();
+        }
+        stats.serving(initial.not_after_unix, initial.key.as_ref());
         let (sender, configs) = watch::channel(initial.config);
         let (stop, stopped) = oneshot::channel();
         let task = tokio::spawn(poll_loop(
@@ -217,9 +286,14 @@ async fn poll_loop(
         let outcome = match attempt {
             None => continue,
             Some(Ok(loaded)) => {
+                let kind = loaded
+                    .key
+                    .as_ref()
+                    .map_or_else(|| "unknown".to_owned(), KeyKind::to_string);
                 tracing::info!(
                     cert = %poller.cert.display(),
                     key = %poller.key.display(),
+                    key_kind = %kind,
                     not_after_unix = loaded.not_after_unix,
                     "reloaded TLS certificate; new connections use it"
                 );
@@ -227,6 +301,7 @@ async fn poll_loop(
                 sender.send_replace(loaded.config);
                 ReloadOutcome::Reloaded {
                     not_after_unix: loaded.not_after_unix,
+                    key: loaded.key,
                 }
             }
             Some(Err(error)) => {
@@ -243,13 +318,16 @@ async fn poll_loop(
     }
 }
 
-fn warn_if_expired(cert: &Path, not_after_unix: i64) {
-    let now = SystemTime::now()
+fn unix_now() -> i64 {
+    SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| {
             i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX)
-        });
-    if not_after_unix < now {
+        })
+}
+
+fn warn_if_expired(cert: &Path, not_after_unix: i64) {
+    if not_after_unix < unix_now() {
         tracing::warn!(
             cert = %cert.display(),
             not_after_unix,
@@ -455,7 +533,10 @@ mod tests {
     #[test]
     fn stats_count_outcomes() {
         let stats = ReloadStats::default();
-        stats.record(&ReloadOutcome::Reloaded { not_after_unix: 42 });
+        stats.record(&ReloadOutcome::Reloaded {
+            not_after_unix: 42,
+            key: None,
+        });
         stats.record(&ReloadOutcome::Rejected {
             error: TlsError::KeyMismatch {
                 cert: "c".into(),
