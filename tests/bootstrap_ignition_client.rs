@@ -141,6 +141,53 @@ fn fetches_a_full_size_config(fixture: &Path) {
     );
 }
 
+/// Every key the cluster's PKI configuration can issue reaches a booting machine: Ignition
+/// (Go's crypto/tls) fetches over a P-521 chain, an RSA 8192 one, and each under a CA of the
+/// other kind, trusting the chain's CA from its pointer config.
+#[tier(ignition)]
+#[test]
+fn ignition_fetches_over_p521_and_rsa8192_chains() {
+    for kind in [
+        "p521",
+        "rsa8192",
+        "cross-p521-under-rsa8192",
+        "cross-rsa8192-under-p521",
+    ] {
+        let dir = mcs::repo().join("tests/fixtures/pki").join(kind);
+        let (cert, key) = (
+            dir.join("tls.crt").display().to_string(),
+            dir.join("tls.key").display().to_string(),
+        );
+        let base = mcs::repo().join("config/bootstrap");
+        let (base_text, kubeconfig) = (
+            base.display().to_string(),
+            base.join("kubeconfig").display().to_string(),
+        );
+        let server = mcs::Server::start(&[
+            "--cert",
+            &cert,
+            "--key",
+            &key,
+            "bootstrap",
+            "--server-basedir",
+            &base_text,
+            "--bootstrap-kubeconfig",
+            &kubeconfig,
+        ]);
+        let work = tempfile::tempdir().unwrap();
+        let url = format!("https://localhost:{}/config/master", server.secure.port());
+        let ca = std::fs::read(dir.join("ca.crt")).unwrap();
+        let cached =
+            ignition_fetch(work.path(), &pointer_config(&url, &ca)).or_panic_with_logs(&server);
+        assert!(
+            mcs::served_files(&cached)
+                .iter()
+                .any(|(path, _)| path == "/etc/kubernetes/kubeconfig"),
+            "{kind}: the cached config is the server's"
+        );
+    }
+}
+
 #[tier(ignition)]
 #[test]
 fn ignition_refuses_a_server_it_does_not_trust() {

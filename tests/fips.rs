@@ -16,7 +16,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_machine-config-server");
 const PROVIDER: &str = if cfg!(feature = "openssl") {
     "openssl"
 } else {
-    "ring"
+    "aws-lc-rs"
 };
 
 fn bootstrap_args() -> Vec<String> {
@@ -68,7 +68,7 @@ fn the_binary_is_dynamically_linked_and_names_libcrypto_exactly_in_the_openssl_b
 // ---------------------------------------------------------------------------------------------
 
 /// `--fips` where no FIPS provider can be loaded (OpenSSL pointed at an empty module directory,
-/// whatever the host has; or the ring build): exit 64 before any port is bound, with one line on
+/// whatever the host has; or the aws-lc-rs build): exit 64 before any port is bound, with one line on
 /// stderr naming FIPS mode and why.
 #[test]
 fn fips_without_a_loadable_fips_provider_refuses_to_start_in_one_line() {
@@ -106,7 +106,7 @@ fn fips_without_a_loadable_fips_provider_refuses_to_start_in_one_line() {
         );
     } else {
         assert!(
-            line.contains("ring") && line.contains("OpenSSL build"),
+            line.contains("aws-lc-rs") && line.contains("OpenSSL build"),
             "{line}"
         );
     }
@@ -253,4 +253,79 @@ fn fips_mode_end_to_end_with_openssls_fips_provider() {
     );
     assert_eq!(response.status, 200);
     assert!(!response.body.is_empty());
+}
+
+/// FIPS mode with the keys the PKI configuration allows beyond P-256 (the FIPS provider
+/// approves P-521 and RSA of any size from 2048 bits): each serves over TLS 1.3 and 1.2, its
+/// handshake signed with an approved scheme.
+#[cfg(feature = "openssl")]
+#[support::tier(openssl_fips)]
+#[test]
+fn fips_mode_serves_with_p521_and_rsa8192_keys() {
+    let env = support::openssl_fips::server_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    for (kind, signature) in [
+        ("p521", "ECDSA"),
+        ("rsa8192", "RSA-PSS"),
+        ("cross-p521-under-rsa8192", "ECDSA"),
+    ] {
+        let dir = mcs::repo().join("tests/fixtures/pki").join(kind);
+        let (cert, key) = (
+            dir.join("tls.crt").display().to_string(),
+            dir.join("tls.key").display().to_string(),
+        );
+        let mut args = vec![
+            "--fips".to_owned(),
+            "--cert".to_owned(),
+            cert,
+            "--key".to_owned(),
+            key,
+        ];
+        args.extend(bootstrap_args());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let server = Server::start_with_env(&args, &env);
+        assert!(server.output().contains("FIPS mode on (--fips)"));
+        for version in ["-tls1_3", "-tls1_2"] {
+            let output = Command::new("openssl")
+                .args(["s_client", "-brief", "-verify_return_error"])
+                .args([
+                    "-connect",
+                    &server.secure.to_string(),
+                    "-servername",
+                    "localhost",
+                ])
+                .arg("-CAfile")
+                .arg(dir.join("ca.crt"))
+                .arg(version)
+                .env_remove("OPENSSL_CONF")
+                .env_remove("OPENSSL_MODULES")
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&output.stdout).into_owned()
+                + &String::from_utf8_lossy(&output.stderr);
+            assert!(
+                text.contains("Verification: OK")
+                    && text.contains(&format!("Signature type: {signature}")),
+                "{kind} {version}:\n{text}"
+            );
+        }
+        // A node's fetch (curl: the system's OpenSSL, outside FIPS mode, verifies P-521).
+        let fetched = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
+            .arg(dir.join("ca.crt"))
+            .args([
+                "-H",
+                "Accept: application/vnd.coreos.ignition+json;version=3.4.0",
+            ])
+            .arg(format!(
+                "https://localhost:{}/config/master",
+                server.secure.port()
+            ))
+            .env_remove("OPENSSL_CONF")
+            .env_remove("OPENSSL_MODULES")
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&fetched.stdout), "200", "{kind}");
+    }
 }

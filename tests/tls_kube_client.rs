@@ -7,11 +7,12 @@
 //! syncs its caches through the front and serves configs.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
+use machine_config_server::server::tls::TlsPolicy;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
@@ -35,7 +36,8 @@ struct Hello {
 struct Negotiated {
     version: ProtocolVersion,
     suite: CipherSuite,
-    group: NamedGroup,
+    /// `None` for a resumed TLS 1.2 session (no key exchange).
+    group: Option<NamedGroup>,
 }
 
 #[derive(Debug, Default)]
@@ -67,8 +69,37 @@ impl ResolvesServerCert for Recorder {
     }
 }
 
-/// A TLS front on a free loopback port for `upstream` (plain HTTP): ring, every suite and group
-/// ring has, TLS 1.2 and 1.3, so that what is negotiated is the client's choice.
+/// The certificate chain the API server serves, its key, and the CA a client trusts for it.
+struct Chain {
+    cert: PathBuf,
+    key: PathBuf,
+    ca: PathBuf,
+}
+
+impl Chain {
+    /// The development certificate (ECDSA P-256).
+    fn development() -> Chain {
+        let certs = mcs::repo().join("certs");
+        Chain {
+            cert: certs.join("tls.crt"),
+            key: certs.join("tls.key"),
+            ca: certs.join("ca.crt"),
+        }
+    }
+
+    /// One of the PKI fixtures (`tests/fixtures/pki/<kind>`).
+    fn pki(kind: &str) -> Chain {
+        let dir = mcs::repo().join("tests/fixtures/pki").join(kind);
+        Chain {
+            cert: dir.join("tls.crt"),
+            key: dir.join("tls.key"),
+            ca: dir.join("ca.crt"),
+        }
+    }
+}
+
+/// A TLS front on a free loopback port for `upstream` (plain HTTP): every suite and group its
+/// provider has, TLS 1.2 and 1.3, so that what is negotiated is the client's choice.
 struct TlsFront {
     address: SocketAddr,
     seen: Arc<Mutex<Seen>>,
@@ -76,23 +107,38 @@ struct TlsFront {
 }
 
 impl TlsFront {
+    /// ring, an implementation other than the server's, with the development certificate.
     fn start(upstream: SocketAddr) -> TlsFront {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let certs = mcs::repo().join("certs");
-        let chain: Vec<CertificateDer<'static>> =
-            CertificateDer::pem_file_iter(certs.join("tls.crt"))
-                .unwrap()
-                .map(Result::unwrap)
-                .collect();
-        let key = PrivateKeyDer::from_pem_file(certs.join("tls.key")).unwrap();
+        TlsFront::start_with(
+            upstream,
+            rustls::crypto::ring::default_provider(),
+            &Chain::development(),
+            &[&rustls::version::TLS13, &rustls::version::TLS12],
+        )
+    }
+
+    /// `provider` serving `chain` (ring signs neither P-521 nor RSA above 4096 bits; a real
+    /// kube-apiserver, Go's crypto/tls, signs with both).
+    fn start_with(
+        upstream: SocketAddr,
+        provider: rustls::crypto::CryptoProvider,
+        chain: &Chain,
+        versions: &[&'static rustls::SupportedProtocolVersion],
+    ) -> TlsFront {
+        let provider = Arc::new(provider);
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&chain.cert)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let key = PrivateKeyDer::from_pem_file(&chain.key).unwrap();
         let key = provider.key_provider.load_private_key(key).unwrap();
         let seen = Arc::new(Mutex::new(Seen::default()));
         let resolver = Recorder {
-            key: Arc::new(CertifiedKey::new(chain, key)),
+            key: Arc::new(CertifiedKey::new(certs, key)),
             seen: seen.clone(),
         };
         let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .with_protocol_versions(versions)
             .unwrap()
             .with_no_client_auth()
             .with_cert_resolver(Arc::new(resolver));
@@ -121,7 +167,9 @@ impl TlsFront {
                     recorded.lock().unwrap().negotiated.push(Negotiated {
                         version: connection.protocol_version().unwrap(),
                         suite: connection.negotiated_cipher_suite().unwrap().suite(),
-                        group: connection.negotiated_key_exchange_group().unwrap().name(),
+                        group: connection
+                            .negotiated_key_exchange_group()
+                            .map(|group| group.name()),
                     });
                     let Ok(mut plain) = tokio::net::TcpStream::connect(upstream).await else {
                         return;
@@ -143,10 +191,9 @@ impl TlsFront {
     }
 }
 
-/// A kubeconfig for `https://127.0.0.1:PORT` trusting the development CA, with the in-test
-/// server's token.
-fn write_kubeconfig(path: &Path, front: SocketAddr) {
-    let ca = std::fs::read(mcs::repo().join("certs/ca.crt")).unwrap();
+/// A kubeconfig for `https://127.0.0.1:PORT` trusting `ca`, with the in-test server's token.
+fn write_kubeconfig(path: &Path, front: SocketAddr, ca: &Path) {
+    let ca = std::fs::read(ca).unwrap();
     let ca = base64::engine::general_purpose::STANDARD.encode(ca);
     std::fs::write(
         path,
@@ -169,12 +216,24 @@ struct Through {
 }
 
 fn start_through_tls(extra: &[&str], env: &[(&str, &str)]) -> Through {
+    start_through(extra, env, |api| {
+        (TlsFront::start(api), Chain::development().ca)
+    })
+}
+
+/// [`start_through_tls`] behind the front `front` makes for the API server's address (and the
+/// CA the kubeconfig trusts).
+fn start_through(
+    extra: &[&str],
+    env: &[(&str, &str)],
+    front: impl FnOnce(SocketAddr) -> (TlsFront, PathBuf),
+) -> Through {
     let api = FakeApiServer::start(Options::default());
     load_realistic_cluster(&api);
-    let front = TlsFront::start(api.address());
+    let (front, ca) = front(api.address());
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    write_kubeconfig(&kubeconfig, front.address);
+    write_kubeconfig(&kubeconfig, front.address, &ca);
     let tokens = token_dir();
     let mut args = vec![
         "start",
@@ -206,6 +265,44 @@ fn start_through_tls(extra: &[&str], env: &[(&str, &str)]) -> Through {
         _dir: dir,
         _tokens: tokens,
         server,
+    }
+}
+
+/// Every key the cluster's PKI configuration can issue, on the API server's side: its serving
+/// certificate and its signer of each kind (and of two kinds at once), served by this build's
+/// crypto (the server under test must verify what a kube-apiserver with such a chain sends:
+/// the chain's signatures and the handshake's). The server syncs every cache through it and
+/// serves, over TLS 1.3 and TLS 1.2 both.
+#[test]
+fn the_kubernetes_client_trusts_an_api_server_chain_of_every_key_the_pki_allows() {
+    for kind in [
+        "p521",
+        "p384",
+        "rsa8192",
+        "rsa6144",
+        "cross-p521-under-rsa8192",
+        "cross-rsa8192-under-p521",
+    ] {
+        for (version, protocol) in [
+            (&rustls::version::TLS13, ProtocolVersion::TLSv1_3),
+            (&rustls::version::TLS12, ProtocolVersion::TLSv1_2),
+        ] {
+            // start_through waits for every cache to sync and a worker config to be served.
+            let through = start_through(&[], &[], |api| {
+                let chain = Chain::pki(kind);
+                let provider = TlsPolicy::intermediate().server_provider();
+                (
+                    TlsFront::start_with(api, provider, &chain, &[version]),
+                    chain.ca,
+                )
+            });
+            let (_, negotiated) = through.front.seen();
+            assert!(!negotiated.is_empty(), "{kind}: no TLS session");
+            assert!(
+                negotiated.iter().all(|n| n.version == protocol),
+                "{kind}: {negotiated:?}"
+            );
+        }
     }
 }
 
@@ -247,7 +344,8 @@ fn the_kubernetes_client_offers_the_policys_suites_and_the_backends_groups() {
     }
     for n in &negotiated {
         assert_eq!(n.version, ProtocolVersion::TLSv1_3, "{n:?}");
-        assert!(hellos.iter().all(|h| h.groups.contains(&n.group)), "{n:?}");
+        let group = n.group.expect("TLS 1.3 always exchanges a key");
+        assert!(hellos.iter().all(|h| h.groups.contains(&group)), "{n:?}");
     }
     assert!(!through.server.output().contains("FIPS mode on"));
 }
@@ -343,6 +441,37 @@ fn in_fips_mode_the_kubernetes_client_offers_only_approved_algorithms() {
     }
     for n in &negotiated {
         assert_eq!(n.version, ProtocolVersion::TLSv1_3, "{n:?}");
-        assert_ne!(n.group, NamedGroup::X25519, "{n:?}");
+        assert_ne!(n.group, Some(NamedGroup::X25519), "{n:?}");
+    }
+}
+
+/// The same on a real kube-apiserver (Go's crypto/tls) serving with an ECDSA P-521 chain and
+/// with an RSA 8192 one: the server, as the MCO's DaemonSet runs it, syncs and serves.
+#[support::tier(real_apiserver, upstream)]
+#[test]
+fn the_kubernetes_client_trusts_a_real_kube_apiserver_serving_p521_and_rsa8192() {
+    for kind in ["p521", "rsa8192"] {
+        let api = support::api_server::ApiServer::start_real_serving(
+            support::fake_apiserver::Options::default(),
+            &mcs::repo().join("tests/fixtures/pki").join(kind),
+        )
+        .expect("KUBEBUILDER_ASSETS names a kube-apiserver");
+        load_realistic_cluster(&api);
+        let tokens = token_dir();
+        let server =
+            Server::start_cluster(api.kubeconfig_file(), APISERVER_URL, tokens.path(), &[]);
+        poll(&format!("/readyz 200 from {kind}"), DEADLINE, || {
+            let ready = mcs::try_request(server.metrics, None, "GET", "/readyz", &[]).ok()?;
+            (ready.status == 200).then_some(())
+        });
+        let config = server.https(
+            "GET",
+            "/config/worker",
+            &[(
+                "Accept",
+                "application/vnd.coreos.ignition+json;version=3.4.0",
+            )],
+        );
+        assert_eq!(config.status, 200, "{kind}: {}", server.output());
     }
 }

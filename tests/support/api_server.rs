@@ -80,6 +80,27 @@ impl ApiServer {
         ApiServer::Real(Box::new(server))
     }
 
+    /// A real kube-apiserver as [`ApiServer::start`] starts one, serving the chain of
+    /// `serving` (`tls.crt`, `tls.key`, `ca.crt`: e.g. a `tests/fixtures/pki/<kind>`), or
+    /// `None` without `KUBEBUILDER_ASSETS`.
+    pub fn start_real_serving(options: Options, serving: &Path) -> Option<Self> {
+        let assets = real_apiserver::assets()?;
+        let crd_dir = options
+            .crd_dir
+            .clone()
+            .or_else(crate::upstream::crds_if_present)
+            .unwrap_or_else(|| {
+                panic!(
+                    "the real API server tier loads the real CRDs: set {}",
+                    crate::upstream::VAR
+                )
+            });
+        let server = RealApiServer::start_serving(&assets, &crd_dir, options.routes, Some(serving))
+            .unwrap_or_else(|e| panic!("real API server failed to start: {e}"));
+        create_cluster_namespaces(|object| server.apply_object(object));
+        Some(ApiServer::Real(Box::new(server)))
+    }
+
     pub fn is_real(&self) -> bool {
         matches!(self, ApiServer::Real(_))
     }

@@ -280,11 +280,19 @@ impl Server {
             .args(["--bind-address", "127.0.0.1"])
             .args(["--secure-port", &secure.to_string()])
             .args(["--insecure-port", &insecure.to_string()])
-            .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
-            .arg("--cert")
-            .arg(certs.join("tls.crt"))
-            .arg("--key")
-            .arg(certs.join("tls.key"))
+            .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")]);
+        // The development certificate, unless the test gives its own pair.
+        if !args
+            .iter()
+            .any(|a| a == "--cert" || a.starts_with("--cert="))
+        {
+            command
+                .arg("--cert")
+                .arg(certs.join("tls.crt"))
+                .arg("--key")
+                .arg(certs.join("tls.key"));
+        }
+        command
             .args(&args)
             .env("RUST_LOG", "debug")
             // As the MCO's DaemonSet runs it: a replica's identity only when a test gives one.
@@ -335,6 +343,33 @@ impl Server {
                 .all(|pool| pool["ready"] == true)
                 .then_some(())
         });
+    }
+
+    /// The admin listener's `/status` page.
+    pub fn admin_status(&self) -> serde_json::Value {
+        request(self.metrics, None, "GET", "/status", &[]).json()
+    }
+
+    /// The value of the sample of `name` whose labels include `labels`, summed over the
+    /// samples that match (`None` when none does), from one scrape of `/metrics`.
+    pub fn metric_value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let scraped = request(self.metrics, None, "GET", "/metrics", &[]);
+        let text = String::from_utf8_lossy(&scraped.body);
+        let mut total = None;
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let Some((series, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let (metric, label_text) = series.split_once('{').unwrap_or((series, ""));
+            let matches = metric == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| label_text.contains(&format!("{k}=\"{v}\"")));
+            if let (true, Ok(value)) = (matches, value.parse::<f64>()) {
+                *total.get_or_insert(0.0) += value;
+            }
+        }
+        total
     }
 
     /// Bootstrap mode on `base_dir` with its `kubeconfig` file.

@@ -122,6 +122,16 @@ pub(super) fn build(pair: &PemPair, policy: &TlsPolicy) -> Result<LoadedCertific
 
     let provider = Arc::new(policy.server_provider());
     let key_kind = key_kind::of_private_key(&key_der);
+    // Every build takes the same keys: what the cluster's PKI configuration issues, and Ed25519.
+    // OpenSSL would load others too (RSA 1024, brainpool or Ed448 keys), some of which no
+    // handshake could then be signed with; AWS-LC refuses them.
+    if let Some(kind) = key_kind.as_ref().filter(|kind| !kind.is_supported()) {
+        return Err(TlsError::InvalidKey {
+            path: key_path.clone(),
+            kind: Some(kind.clone()),
+            source: rustls::Error::General(format!("{kind} keys are not served")),
+        });
+    }
     let signing_key = provider
         .key_provider
         .load_private_key(key_der)

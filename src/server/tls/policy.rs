@@ -487,7 +487,7 @@ impl TlsPolicy {
     }
 
     /// The provider the secure port serves this policy with.
-    pub(crate) fn server_provider(&self) -> CryptoProvider {
+    pub fn server_provider(&self) -> CryptoProvider {
         self.crypto.provider(&self.cipher_suites)
     }
 

@@ -36,9 +36,12 @@ pub struct ClientCert {
 
 /// The generated certificates and keys of one API server.
 pub struct Pki {
-    /// Signs the serving certificate and the client certificates; clients trust it, the
-    /// server authenticates client certificates against it.
+    /// Signs the client certificates (the server authenticates them against it) and, unless a
+    /// test gives its own serving chain, the serving certificate.
     pub ca_pem: String,
+    /// What clients trust for the serving certificate: [`Pki::ca_pem`], or the CA of a chain a
+    /// test gave ([`Pki::serving_from`]).
+    pub serving_ca_pem: String,
     pub serving_cert_pem: String,
     pub serving_key_pem: String,
     pub fixtures: ClientCert,
@@ -93,6 +96,7 @@ impl Pki {
         let sa = rcgen::KeyPair::generate().map_err(err)?;
         Ok(Pki {
             ca_pem: ca.pem(),
+            serving_ca_pem: ca.pem(),
             serving_cert_pem: serving_cert.pem(),
             serving_key_pem: serving_key.serialize_pem(),
             fixtures: client(FIXTURE_USER)?,
@@ -100,6 +104,20 @@ impl Pki {
             sa_private_pem: sa.serialize_pem(),
             sa_public_pem: sa.public_key_pem(),
         })
+    }
+
+    /// The serving chain of `dir` instead of the generated one (`tls.crt`, `tls.key` and the
+    /// `ca.crt` that signed it, as `tests/fixtures/pki/<kind>/` holds them): a kube-apiserver
+    /// serving with a key of that kind.
+    pub fn serving_from(mut self, dir: &Path) -> Result<Pki, String> {
+        let read = |name: &str| {
+            std::fs::read_to_string(dir.join(name))
+                .map_err(|e| format!("{}: {e}", dir.join(name).display()))
+        };
+        self.serving_cert_pem = read("tls.crt")?;
+        self.serving_key_pem = read("tls.key")?;
+        self.serving_ca_pem = read("ca.crt")?;
+        Ok(self)
     }
 
     /// Writes the files [`apiserver_args`] names into `dir`.

@@ -80,9 +80,20 @@ impl RealApiServer {
     /// CRDs (the Infrastructure, [`crate::upstream::config_crds_if_present`]), and waits until
     /// they are Established and served.
     pub fn start(assets: &Assets, crd_dir: &Path, routes: bool) -> Result<Self, String> {
+        Self::start_serving(assets, crd_dir, routes, None)
+    }
+
+    /// [`RealApiServer::start`], serving the chain of `serving` (a directory with `tls.crt`,
+    /// `tls.key` and `ca.crt`) when given: its clients trust that chain's CA.
+    pub fn start_serving(
+        assets: &Assets,
+        crd_dir: &Path,
+        routes: bool,
+        serving: Option<&Path>,
+    ) -> Result<Self, String> {
         let mut last = String::new();
         for _ in 0..3 {
-            match Self::start_once(assets) {
+            match Self::start_once(assets, serving) {
                 Ok(server) => {
                     server.load_crds(crd_dir, routes)?;
                     if let Some(config) = crate::upstream::config_crds_if_present() {
@@ -101,13 +112,16 @@ impl RealApiServer {
 
     /// Starts both processes and waits for readiness; the error says whether kube-apiserver
     /// exited (worth another try).
-    fn start_once(assets: &Assets) -> Result<Self, (bool, String)> {
+    fn start_once(assets: &Assets, serving: Option<&Path>) -> Result<Self, (bool, String)> {
         let fail = |e: String| (false, e);
         let dir = tempfile::Builder::new()
             .prefix("mcs-kube-apiserver-")
             .tempdir()
             .map_err(|e| fail(format!("tempdir: {e}")))?;
-        let pki = Pki::generate().map_err(fail)?;
+        let mut pki = Pki::generate().map_err(fail)?;
+        if let Some(serving) = serving {
+            pki = pki.serving_from(serving).map_err(fail)?;
+        }
         pki.write(dir.path()).map_err(fail)?;
         let etcd = Etcd::start(&assets.etcd).map_err(fail)?;
         let kube_apiserver =
@@ -116,14 +130,14 @@ impl RealApiServer {
         let kubeconfig = dir.path().join("kubeconfig");
         let under_test = kube_apiserver::kubeconfig_yaml(
             &url,
-            &pki.ca_pem,
+            &pki.serving_ca_pem,
             Credentials::Certificate(&pki.under_test),
         );
         std::fs::write(&kubeconfig, under_test).map_err(|e| fail(format!("kubeconfig: {e}")))?;
         let fixtures_kubeconfig = dir.path().join("kubeconfig-fixtures");
         let fixtures = kube_apiserver::kubeconfig_yaml(
             &url,
-            &pki.ca_pem,
+            &pki.serving_ca_pem,
             Credentials::Certificate(&pki.fixtures),
         );
         std::fs::write(&fixtures_kubeconfig, fixtures)
@@ -177,12 +191,16 @@ impl RealApiServer {
 
     /// The CA that signed the serving certificate.
     pub fn ca_pem(&self) -> &str {
-        &self.pki.ca_pem
+        &self.pki.serving_ca_pem
     }
 
     /// A kubeconfig with a token (e.g. a ServiceAccount's, from [`RealApiServer::token_for`]).
     pub fn kubeconfig_with_token(&self, token: &str) -> String {
-        kube_apiserver::kubeconfig_yaml(&self.url(), &self.pki.ca_pem, Credentials::Token(token))
+        kube_apiserver::kubeconfig_yaml(
+            &self.url(),
+            &self.pki.serving_ca_pem,
+            Credentials::Token(token),
+        )
     }
 
     /// Kills kube-apiserver (an outage: connections reset, port refused); etcd keeps the state.
