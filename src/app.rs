@@ -250,7 +250,12 @@ pub async fn run(cli: Cli) -> Result<(), RunError> {
             .and_then(|policy| policy.with_crypto(&crypto))
             .map_err(UsageError::from)?;
         install_client_crypto(&policy)?;
-        return crate::explain::run(flags).await;
+        let serving = (cli.root.secure_port != 0).then(|| crate::explain::ServingPair {
+            cert: &cli.root.cert,
+            key: &cli.root.key,
+            policy: &policy,
+        });
+        return crate::explain::run(flags, serving).await;
     }
     if let Command::Compare(flags) = &cli.command {
         // Its Kubernetes client (cluster mode) and its client to the original follow the TLS

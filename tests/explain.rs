@@ -733,3 +733,61 @@ fn cluster_mode_without_an_api_server_explains_the_503() {
     );
     drop(api);
 }
+
+/// The serving certificate, as `--cert` and `--key` name it where `explain` runs: what the
+/// files hold, since when, and whether this build serves with them (a key it refuses is named
+/// with its algorithm and size); the pool's answer, and the exit status, stay the pool's.
+#[test]
+fn the_serving_certificate_is_explained_with_its_key_and_whether_it_serves() {
+    let pki = mcs::repo().join("tests/fixtures/pki");
+    let base = mcs::repo().join("config/bootstrap");
+    let base = base.to_str().unwrap();
+    let (cert, key) = (pki.join("p521/tls.crt"), pki.join("p521/tls.key"));
+    let run = explain_bootstrap(
+        base,
+        &[
+            "--pool",
+            "master",
+            "--cert",
+            cert.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+        ],
+    );
+    run.assert_code(0);
+    let line = run
+        .stdout
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("serving cert:"))
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(line.contains("ECDSA P-521, valid until 2036-"), "{}", run.stdout);
+    assert!(line.contains("files changed 20"), "{}", run.stdout);
+    assert!(line.contains("this build serves with it"), "{}", run.stdout);
+
+    let (cert, key) = (pki.join("refused/ed448.crt"), pki.join("refused/ed448.key"));
+    let run = explain_bootstrap(
+        base,
+        &[
+            "--pool",
+            "master",
+            "--output",
+            "json",
+            "--cert",
+            cert.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+        ],
+    );
+    run.assert_code(0);
+    let report = run.json();
+    let certificate = &report["serving_certificate"];
+    assert_eq!(certificate["key"], "Ed448", "{certificate}");
+    assert!(
+        certificate["refused"]
+            .as_str()
+            .is_some_and(|why| why.contains("an Ed448 private key")),
+        "{certificate}"
+    );
+}

@@ -17,6 +17,7 @@
 //! it for people, `bootstrap_mode` and `cluster_mode` load the snapshot of each mode.
 
 mod bootstrap_mode;
+mod certificate;
 mod cluster_mode;
 mod report;
 #[cfg(test)]
@@ -66,9 +67,17 @@ pub fn check_pool(pool: &str) -> Result<(), UsageError> {
     }
 }
 
+/// The TLS port's pair as the serving flags name it, and the policy it would be served under;
+/// `None` when `--secure-port` is 0.
+pub struct ServingPair<'a> {
+    pub cert: &'a std::path::Path,
+    pub key: &'a std::path::Path,
+    pub policy: &'a crate::server::tls::TlsPolicy,
+}
+
 /// `machine-config-server explain`: load, explain, print, and exit 1 (with one line on stderr)
 /// when the server would not serve a config.
-pub async fn run(flags: &ExplainFlags) -> Result<(), RunError> {
+pub async fn run(flags: &ExplainFlags, serving: Option<ServingPair<'_>>) -> Result<(), RunError> {
     check_pool(&flags.pool)?;
     let spec = match (&flags.accept, &flags.spec) {
         (_, Some(spec)) => SpecRequest::Exact(parse_spec(spec)?),
@@ -88,6 +97,8 @@ pub async fn run(flags: &ExplainFlags) -> Result<(), RunError> {
     );
     explanation.notes.extend(loaded.notes);
     explanation.features = loaded.features;
+    explanation.serving_certificate =
+        serving.map(|pair| certificate::report(pair.cert, pair.key, pair.policy));
     if let Some(path) = &flags.write_config {
         match &body {
             Some(body) => {

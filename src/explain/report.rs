@@ -16,6 +16,26 @@ use crate::server::{self, pool_path};
 use crate::snapshot::{LoadError, Mode, Snapshot};
 use crate::telemetry::ErrorChain;
 
+/// What the TLS port would serve with: which files hold what, since when, and whether this
+/// build takes the pair (a node's Ignition never gets a config from a server it cannot shake
+/// hands with).
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct CertificateReport {
+    pub cert_file: String,
+    pub key_file: String,
+    /// The key's algorithm and size from the key file (`ECDSA P-521`), when readable.
+    pub key: Option<String>,
+    /// The leaf certificate's notAfter, RFC 3339, when readable.
+    pub not_after: Option<String>,
+    /// When each file last changed (RFC 3339): what a running server loaded then, or reloads
+    /// within a second.
+    pub cert_changed: Option<String>,
+    pub key_changed: Option<String>,
+    /// `None` when this build serves with the pair; else the error the server would stop with
+    /// (at start) or log (at reload, keeping the previous pair).
+    pub refused: Option<String>,
+}
+
 /// How the spec version is chosen: an Accept header negotiated as the server does, or a
 /// version given outright (`--spec`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,6 +96,9 @@ pub struct Explanation {
     pub node_behaviour: &'static str,
     /// The served config, described from its bytes (only on 200).
     pub served: Option<Served>,
+    /// The TLS port's certificate and key as `--cert` and `--key` name them, read where
+    /// `explain` runs (`None` when the secure port is off).
+    pub serving_certificate: Option<CertificateReport>,
     /// Anything else worth knowing (cluster caches that did not sync, `--write-config`).
     pub notes: Vec<String>,
 }
@@ -253,6 +276,7 @@ pub fn explain(
         error: None,
         node_behaviour: "",
         served: None,
+        serving_certificate: None,
         notes: Vec::new(),
     };
     let mut body = None;

@@ -142,6 +142,9 @@ pub fn format_text(e: &Explanation) -> String {
         };
         line("failure reports:", &reports);
     }
+    if let Some(certificate) = &e.serving_certificate {
+        line("serving cert:", &super::certificate::text(certificate));
+    }
     for note in &e.notes {
         line("note:", note);
     }
