@@ -46,6 +46,7 @@ pub mod key_kind;
 pub mod load;
 pub mod policy;
 pub mod reload;
+pub mod session_cache;
 
 use std::path::PathBuf;
 

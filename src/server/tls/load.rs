@@ -12,16 +12,17 @@ use std::sync::Arc;
 
 use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::ServerSessionMemoryCache;
 use rustls::sign::{CertifiedKey, SingleCertAndKey};
 use rustls::{InconsistentKeys, ServerConfig};
 
+use super::session_cache::SessionStore;
 use super::{key_kind, KeyKind, TlsError, TlsPolicy};
 
 /// The only application protocol offered: the original disables HTTP/2.
 const ALPN_HTTP11: &[u8] = b"http/1.1";
 
-/// TLS 1.2 session-ID cache entries kept for resumption.
+/// Sessions kept for resumption (TLS 1.2 session IDs; TLS 1.3 tickets where the backend has no
+/// ticket encrypter).
 const SESSION_CACHE_SIZE: usize = 4096;
 
 /// A validated server config and the facts about its certificate that operators watch.
@@ -169,7 +170,7 @@ pub(super) fn build(pair: &PemPair, policy: &TlsPolicy) -> Result<LoadedCertific
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(SingleCertAndKey::from(certified)));
     config.alpn_protocols = vec![ALPN_HTTP11.to_vec()];
-    config.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE_SIZE);
+    config.session_storage = Arc::new(SessionStore::new(SESSION_CACHE_SIZE));
     // Fails only if the system RNG fails.
     let ticketer = policy
         .crypto()
