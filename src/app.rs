@@ -23,6 +23,7 @@ use crate::cli::{self, Cli, Command, RunError, UsageError};
 use crate::crypto::{fips, Crypto};
 use crate::events::EventInputs;
 use crate::ignition::client::IgnitionRelease;
+use crate::mcn::bootstrap_records::{self, BootstrapRecordsSettings};
 use crate::mcn::{PublisherInputs, PublisherSettings};
 use crate::metrics::{Metrics, PoolStatusBoard};
 use crate::rights::Grants;
@@ -85,8 +86,12 @@ pub struct SecureListener {
 // settings are written.
 #[allow(clippy::large_enum_variant)]
 pub enum Mode {
-    /// `bootstrap`: the installer's base directory.
-    Bootstrap(BootstrapSettings),
+    /// `bootstrap`: the installer's base directory, and where its records go (`None`: nowhere,
+    /// the original's behaviour).
+    Bootstrap {
+        source: BootstrapSettings,
+        records: Option<BootstrapRecordsSettings>,
+    },
     /// `start`: the cluster's watch caches, with the MachineConfigNode publisher and Events.
     Cluster {
         source: ClusterSettings,
@@ -127,12 +132,25 @@ impl Settings {
                 // The original ignores --tls-min-version/--tls-cipher-suites in bootstrap mode
                 // and reads the installer's APIServer manifest instead.
                 let tls = TlsPolicy::for_bootstrap(&flags.server_basedir)?.with_crypto(crypto)?;
-                let mode = Mode::Bootstrap(BootstrapSettings {
-                    base_dir: flags.server_basedir.clone(),
-                    kubeconfig: flags.bootstrap_kubeconfig.clone(),
-                    registry_certs,
-                    advertise_failure_reporting: flags.served.advertise_failure_reporting,
-                });
+                let records = match &flags.served_records_kubeconfig {
+                    Some(kubeconfig) => {
+                        cli::require_file("--served-records-kubeconfig", kubeconfig)?;
+                        Some(BootstrapRecordsSettings::new(
+                            kubeconfig.clone(),
+                            flags.served_records_dir.clone(),
+                        ))
+                    }
+                    None => None,
+                };
+                let mode = Mode::Bootstrap {
+                    source: BootstrapSettings {
+                        base_dir: flags.server_basedir.clone(),
+                        kubeconfig: flags.bootstrap_kubeconfig.clone(),
+                        registry_certs,
+                        advertise_failure_reporting: flags.served.advertise_failure_reporting,
+                    },
+                    records,
+                };
                 (tls, mode)
             }
             Command::Start(flags) => {
@@ -419,7 +437,10 @@ impl App {
             .as_ref()
             .map(|(_, reloader)| reloader.stats());
         let (routers, background, leading) = match mode {
-            Mode::Bootstrap(settings) => {
+            Mode::Bootstrap {
+                source: settings,
+                records,
+            } => {
                 tracing::info!(
                     version = env!("CARGO_PKG_VERSION"),
                     payload_version = %serving.payload_version,
@@ -444,8 +465,35 @@ impl App {
                     ..ServingState::new(source.snapshots.clone(), ready)
                 }
                 .routers();
+                // The records writer is no commit writer: answers never wait for it.
+                let records = match records {
+                    Some(records) => {
+                        let restored = bootstrap_records::restore(&records, &routers.state.served)
+                            .map_err(|e| {
+                                UsageError::value(
+                                    "--served-records-dir",
+                                    &records.dir.display().to_string(),
+                                    e.to_string(),
+                                )
+                            })?;
+                        tracing::info!(
+                            kubeconfig = %records.kubeconfig.display(),
+                            file = %records.file().display(),
+                            restored,
+                            "served records go to the bootstrap node's API server (--served-records-kubeconfig); answers do not wait for them"
+                        );
+                        Some(bootstrap_records::start(
+                            records,
+                            routers.state.served.clone(),
+                            metrics.clone(),
+                            shutdown.clone(),
+                        ))
+                    }
+                    None => None,
+                };
                 let background = Background::Bootstrap {
                     source: source.task,
+                    records,
                     _ready: ready_tx,
                 };
                 (routers, background, None)
@@ -557,6 +605,8 @@ impl App {
 enum Background {
     Bootstrap {
         source: JoinHandle<()>,
+        /// `--served-records-kubeconfig`'s writer.
+        records: Option<JoinHandle<()>>,
         /// Keeps `ready` true (and open) while serving.
         _ready: watch::Sender<bool>,
     },
@@ -570,8 +620,17 @@ enum Background {
 impl Background {
     async fn join(self) {
         match self {
-            Background::Bootstrap { source, _ready } => {
+            Background::Bootstrap {
+                source,
+                records,
+                _ready,
+            } => {
                 let _ = source.await;
+                if let Some(records) = records {
+                    if let Err(error) = records.await {
+                        tracing::warn!(%error, "bootstrap records task ended abnormally");
+                    }
+                }
             }
             Background::Cluster {
                 source,

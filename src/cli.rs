@@ -154,6 +154,18 @@ pub struct BootstrapFlags {
     /// relative to the base directory. Repeatable.
     #[arg(long = "bootstrap-certs", value_name = "NAME=FILE")]
     pub bootstrap_certs: Vec<String>,
+    /// Record what every control-plane machine was served in the bootstrap node's own API
+    /// server, reached with this kubeconfig: the cluster's replicas later write each record
+    /// on the machine's MachineConfigNode. Answers never wait for it or fail because of it:
+    /// the records are kept in a file under --served-records-dir and written whenever the API
+    /// takes them (before it is up, before the namespace exists, through restarts). Off by
+    /// default (nothing written anywhere).
+    #[arg(long, value_name = "FILE")]
+    pub served_records_kubeconfig: Option<PathBuf>,
+    /// Where --served-records-kubeconfig keeps the records between restarts of the static
+    /// pod (a host directory).
+    #[arg(long, value_name = "DIR", default_value = crate::mcn::bootstrap_records::DEFAULT_DIR)]
+    pub served_records_dir: PathBuf,
     #[command(flatten)]
     pub served: ServedFlags,
 }

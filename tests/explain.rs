@@ -762,7 +762,11 @@ fn the_serving_certificate_is_explained_with_its_key_and_whether_it_serves() {
         .take(2)
         .collect::<Vec<_>>()
         .join("\n");
-    assert!(line.contains("ECDSA P-521, valid until 2036-"), "{}", run.stdout);
+    assert!(
+        line.contains("ECDSA P-521, valid until 2036-"),
+        "{}",
+        run.stdout
+    );
     assert!(line.contains("files changed 20"), "{}", run.stdout);
     assert!(line.contains("this build serves with it"), "{}", run.stdout);
 

@@ -105,6 +105,27 @@ pub const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Field manager prefix of a replica's writes (the replica name follows).
 pub const FIELD_MANAGER_PREFIX: &str = "mcs-served-";
+/// The key of the installer's bootstrap server (`bootstrap --served-records-kubeconfig`): a
+/// name no Node can have (Node names are DNS subdomains, without `_`), so it never meets a
+/// replica's key; `bootstrap-served-by` says it on the MCNs it gave a record.
+pub const BOOTSTRAP_SERVER_KEY: &str = "bootstrap_server";
+/// How long the bootstrap server's records are merged and kept: longer than any install takes.
+/// The installer waits up to 40 minutes for bootstrapping and as long again for the cluster;
+/// a bare-metal install can take two hours and more (slow firmware, retried PXE), and the
+/// cluster's replicas start only after that. A day also covers an install left running
+/// overnight; the Lease holder removes the key sooner, once every control-plane Node's MCN
+/// carries a bootstrap record ([`stale_keys`]).
+pub const BOOTSTRAP_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// How long `replica`'s records are merged and kept: [`BOOTSTRAP_TTL`] for the bootstrap
+/// server's key, `ttl` for every replica's.
+pub fn record_ttl(replica: &str, ttl: Duration) -> Duration {
+    if replica == BOOTSTRAP_SERVER_KEY {
+        ttl.max(BOOTSTRAP_TTL)
+    } else {
+        ttl
+    }
+}
 /// Version of the encoding.
 const FORMAT_VERSION: u32 = 1;
 
@@ -504,31 +525,57 @@ pub fn settled(
         .is_some_and(|created| served_before(record.served_at, *created))
 }
 
-/// Keys of other replicas that hold records and none younger than `ttl`: a replica that is gone
-/// (its node replaced) and can no longer expire its own. The lease holder removes them so that
-/// dead replicas' keys cannot fill the object. Keys that do not decode (a newer format) are
-/// left alone. Returns (key, its raw value) for a guarded removal.
+/// Keys of other replicas that hold records and none younger than their TTL ([`record_ttl`]):
+/// a replica that is gone (its node replaced) and can no longer expire its own. The lease holder
+/// removes them so that dead replicas' keys cannot fill the object. The bootstrap server's key
+/// goes sooner, once `control_plane_recorded`: every control-plane Node's MCN carries a bootstrap
+/// record, so its records have done their job (the bootstrap node is gone by then). Keys that
+/// do not decode (a newer format) are left alone. Returns (key, its raw value) for a guarded
+/// removal.
 pub fn stale_keys(
     view: &SharedView,
     own: &str,
     now: SystemTime,
     ttl: Duration,
+    control_plane_recorded: bool,
 ) -> Vec<(String, String)> {
-    let expired = |at: SystemTime| now.duration_since(at).is_ok_and(|age| age > ttl);
     let no_failures = Vec::new();
     view.records
         .iter()
         .filter(|(replica, records)| {
+            let ttl = record_ttl(replica, ttl);
+            let expired = |at: SystemTime| now.duration_since(at).is_ok_and(|age| age > ttl);
             let failures = view.failures.get(*replica).unwrap_or(&no_failures);
+            let done = replica.as_str() == BOOTSTRAP_SERVER_KEY && control_plane_recorded;
             replica.as_str() != own
                 && !(records.is_empty() && failures.is_empty())
-                && records.iter().all(|(_, record)| expired(record.served_at))
-                && failures
-                    .iter()
-                    .all(|(_, failure)| expired(failure.reported_at))
+                && (done
+                    || (records.iter().all(|(_, record)| expired(record.served_at))
+                        && failures
+                            .iter()
+                            .all(|(_, failure)| expired(failure.reported_at))))
         })
         .filter_map(|(replica, _)| Some((replica.clone(), view.raw.get(replica)?.clone())))
         .collect()
+}
+
+/// Whether every control-plane (and arbiter) Node of `snapshot` has an MCN with a bootstrap
+/// record, and there is at least one: the bootstrap server's records have all done their job.
+pub fn control_plane_recorded(snapshot: &Snapshot) -> bool {
+    let recorded: HashSet<&str> = snapshot
+        .layered
+        .machine_config_nodes
+        .iter()
+        .filter(|mcn| has_bootstrap_record(mcn))
+        .filter_map(|mcn| mcn.metadata.name.as_deref())
+        .collect();
+    let mut control_plane = snapshot
+        .layered
+        .nodes
+        .iter()
+        .filter(|node| super::matching::boots_from_the_bootstrap_server(node))
+        .peekable();
+    control_plane.peek().is_some() && control_plane.all(|node| recorded.contains(node_name(node)))
 }
 
 /// What the records writer watches besides its own records.
@@ -995,7 +1042,15 @@ impl Flusher {
         let Some(version) = view.resource_version.clone() else {
             return Ok(());
         };
-        for (key, _) in stale_keys(&view, &self.settings.replica, now, self.settings.ttl) {
+        let snapshot = self.snapshots.borrow().clone();
+        let control_plane_recorded = snapshot.generation > 0 && control_plane_recorded(&snapshot);
+        for (key, _) in stale_keys(
+            &view,
+            &self.settings.replica,
+            now,
+            self.settings.ttl,
+            control_plane_recorded,
+        ) {
             let patch = serde_json::json!({
                 "metadata": {"resourceVersion": version},
                 "data": {key.as_str(): null},
@@ -1026,19 +1081,28 @@ impl Flusher {
     /// request does both: replicas starting together each write once, never a create that
     /// loses the race (409) and an apply right after it.
     async fn write(&self, text: &str) -> Result<(), kube::Error> {
-        let name = &self.settings.name;
-        let body = serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": self.settings.namespace},
-            "data": {self.settings.replica.as_str(): text},
-        });
-        let params = PatchParams::apply(&self.settings.field_manager()).force();
-        self.api
-            .patch(name, &params, &Patch::Apply(&body))
-            .await
-            .map(|_| ())
+        apply_key(&self.api, &self.settings, text).await
     }
+}
+
+/// Applies `text` as `settings.replica`'s key of the shared ConfigMap under that key's own
+/// field manager (creating the object when it is missing), so that writers never conflict.
+pub async fn apply_key(
+    api: &Api<ConfigMap>,
+    settings: &ExchangeSettings,
+    text: &str,
+) -> Result<(), kube::Error> {
+    let name = &settings.name;
+    let body = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": settings.namespace},
+        "data": {settings.replica.as_str(): text},
+    });
+    let params = PatchParams::apply(&settings.field_manager()).force();
+    api.patch(name, &params, &Patch::Apply(&body))
+        .await
+        .map(|_| ())
 }
 
 #[cfg(test)]

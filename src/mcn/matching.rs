@@ -98,7 +98,8 @@ pub struct MergedRecords {
 impl MergedRecords {
     /// Merges this replica's own records (`own`, named `own_replica`) with every replica's
     /// published ones (`published`, by replica name; this replica's own published entry is
-    /// skipped, memory is newer). Records served more than `ttl` before `now` are left out.
+    /// skipped, memory is newer). Records served more than `ttl` before `now` are left out
+    /// (the bootstrap server's: more than [`super::exchange::BOOTSTRAP_TTL`]).
     pub fn merge(
         own_replica: &str,
         own: Vec<(IpAddr, ServedRecord)>,
@@ -106,9 +107,9 @@ impl MergedRecords {
         now: SystemTime,
         ttl: Duration,
     ) -> Self {
-        let fresh = |record: &ServedRecord| {
+        let fresh = |replica: &str, record: &ServedRecord| {
             now.duration_since(record.served_at)
-                .map_or(true, |age| age <= ttl)
+                .map_or(true, |age| age <= super::exchange::record_ttl(replica, ttl))
         };
         let mut by_address: HashMap<IpAddr, Vec<Served>> = HashMap::new();
         let others = published
@@ -117,7 +118,7 @@ impl MergedRecords {
             .flat_map(|(replica, entries)| entries.iter().map(move |e| (replica.as_str(), e)));
         let own = own.iter().map(|entry| (own_replica, entry));
         for (replica, (address, record)) in own.chain(others) {
-            if fresh(record) {
+            if fresh(replica, record) {
                 by_address
                     .entry(address.to_canonical())
                     .or_default()
@@ -425,6 +426,12 @@ fn pool_family(pool: &str) -> Family {
         "arbiter" => Family::Arbiter,
         _ => Family::Other,
     }
+}
+
+/// Whether `node` is a control-plane or arbiter Node: the machines the installer's bootstrap
+/// server serves (its other pools answer 500).
+pub fn boots_from_the_bootstrap_server(node: &Node) -> bool {
+    node_family(node) != Family::Other
 }
 
 fn node_family(node: &Node) -> Family {

@@ -14,6 +14,9 @@
 //! - [`lease`]: Lease leader election; exactly one replica publishes at a time.
 //! - [`rate`]: the write budget (`--mcn-max-writes-per-second`).
 //! - [`controller`]: the leader's reconcile loop (server-side apply, backoff, metrics).
+//! - [`bootstrap_records`]: bootstrap mode's records (`--served-records-kubeconfig`): the
+//!   installer's bootstrap server writes what it served the control plane under a key of its
+//!   own, which the cluster's Lease holder then writes on the masters' MCNs.
 //!
 //! # Inputs
 //! The publisher reads Nodes, MCNs and MachineConfigPools from the cluster source's published
@@ -39,6 +42,7 @@
 //! an answer waits, at most [`crate::server::commit::DEFAULT_WAIT_BOUND`], for the batched
 //! write ([`exchange`]) that carries its record; it never calls the API itself.
 
+pub mod bootstrap_records;
 pub mod controller;
 pub mod desired;
 pub mod exchange;

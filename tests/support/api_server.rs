@@ -56,9 +56,12 @@ impl ApiServer {
     /// server has its own bookmark interval and watch history and serves every built-in kind,
     /// so it ignores the other options.
     pub fn start(options: Options) -> Self {
+        let namespaces = options.cluster_namespaces;
         let Some(assets) = real_apiserver::assets() else {
             let server = FakeApiServer::start(options);
-            create_cluster_namespaces(|object| server.apply_object(object));
+            if namespaces {
+                create_cluster_namespaces(|object| server.apply_object(object));
+            }
             return ApiServer::Fake(server);
         };
         let crd_dir = match options
@@ -76,7 +79,9 @@ impl ApiServer {
             Ok(server) => server,
             Err(e) => panic!("real API server failed to start: {e}"),
         };
-        create_cluster_namespaces(|object| server.apply_object(object));
+        if namespaces {
+            create_cluster_namespaces(|object| server.apply_object(object));
+        }
         ApiServer::Real(Box::new(server))
     }
 

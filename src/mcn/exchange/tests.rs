@@ -241,7 +241,7 @@ fn only_keys_of_other_replicas_with_nothing_fresh_are_stale() {
         ..ConfigMap::default()
     };
     let view = view_of(Some(&object));
-    let stale: Vec<String> = stale_keys(&view, "me", now, ttl)
+    let stale: Vec<String> = stale_keys(&view, "me", now, ttl, false)
         .into_iter()
         .map(|(key, raw)| {
             assert_eq!(raw, view.raw[&key]);
@@ -249,6 +249,56 @@ fn only_keys_of_other_replicas_with_nothing_fresh_are_stale() {
         })
         .collect();
     assert_eq!(stale, ["gone"]);
+}
+
+#[test]
+fn the_bootstrap_servers_key_lives_a_day_or_until_every_control_plane_node_has_its_record() {
+    let now = UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let ttl = Duration::from_secs(3600);
+    let at = |secs_ago: u64| {
+        ServedRecord::new(
+            Answer::worker("rendered-master-1"),
+            now - Duration::from_secs(secs_ago),
+        )
+    };
+    let value = |records: Vec<ServedRecord>| {
+        let entries: Vec<_> = records
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| (IpAddr::from([10, 0, 1, u8::try_from(i).unwrap()]), r))
+            .collect();
+        encode(&entries, 100, 100_000).0
+    };
+    // Served two hours before the replicas looked (a slow bare-metal install).
+    let object = ConfigMap {
+        data: Some(BTreeMap::from([
+            (BOOTSTRAP_SERVER_KEY.to_string(), value(vec![at(7200)])),
+            ("gone".to_string(), value(vec![at(7200)])),
+        ])),
+        ..ConfigMap::default()
+    };
+    let view = view_of(Some(&object));
+    let stale = |recorded| -> Vec<String> {
+        stale_keys(&view, "me", now, ttl, recorded)
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect()
+    };
+    assert_eq!(
+        stale(false),
+        ["gone"],
+        "two hours are within the bootstrap TTL"
+    );
+    assert_eq!(stale(true), [BOOTSTRAP_SERVER_KEY, "gone"]);
+    assert_eq!(record_ttl(BOOTSTRAP_SERVER_KEY, ttl), BOOTSTRAP_TTL);
+    assert_eq!(record_ttl("master-0", ttl), ttl);
+    // A day later it expires like any gone replica's key.
+    let later = now + BOOTSTRAP_TTL;
+    let keys: Vec<String> = stale_keys(&view, "me", later, ttl, false)
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect();
+    assert_eq!(keys, [BOOTSTRAP_SERVER_KEY, "gone"]);
 }
 
 #[test]
@@ -438,7 +488,7 @@ fn a_replica_with_fresh_failures_is_not_stale() {
     };
     let view = view_of(Some(&object));
     assert_eq!(view.failures["reporting"].len(), 1);
-    let stale: Vec<String> = stale_keys(&view, "me", now, ttl)
+    let stale: Vec<String> = stale_keys(&view, "me", now, ttl, false)
         .into_iter()
         .map(|(key, _)| key)
         .collect();

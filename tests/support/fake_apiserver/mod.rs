@@ -130,6 +130,10 @@ pub struct Options {
     /// More resources to serve, e.g. `ResourceDef::builtin("", "podtemplates", "PodTemplate",
     /// true, false)` (stored as sent).
     pub extra_resources: Vec<ResourceDef>,
+    /// [`crate::api_server::ApiServer::start`] creates the namespaces every OpenShift cluster
+    /// has (`openshift-machine-config-operator`); `false` leaves them to the test, as on the
+    /// bootstrap node's API server before the installer's manifests are applied.
+    pub cluster_namespaces: bool,
 }
 
 impl Default for Options {
@@ -140,6 +144,7 @@ impl Default for Options {
             history_limit: 10_000,
             crd_dir: None,
             extra_resources: Vec::new(),
+            cluster_namespaces: true,
         }
     }
 }

@@ -189,8 +189,8 @@ impl RealApiServer {
         self.server().url()
     }
 
-    /// The CA that signed the serving certificate.
-    pub fn ca_pem(&self) -> &str {
+    /// The CA that signed the serving certificate (what a client of the server trusts).
+    pub fn serving_ca_pem(&self) -> &str {
         &self.pki.serving_ca_pem
     }
 
