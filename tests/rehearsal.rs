@@ -56,3 +56,51 @@ fn a_small_scale_up_through_a_rollout_a_build_and_a_sigkill_passes_every_verdict
         failed.join("\n")
     );
 }
+
+/// A cluster's birth (`MCS_REHEARSAL_SCENARIO=install`, `support::rehearsal`'s install): the
+/// bootstrap server with `--served-records-kubeconfig` behind haproxy, three masters (one
+/// Debian's Ignition) served before the API is up and through its restart, the cluster's
+/// replicas coming up beside it, ten workers (some meeting the bootstrap server's 500), the
+/// bootstrap server drained and gone. Every verdict must pass: each master's MCN carries the
+/// bootstrap server's record, nothing is stranded or lost, both modes serve the same master
+/// config.
+#[tier(haproxy, ignition)]
+#[test]
+fn an_install_from_the_bootstrap_server_to_the_replicas_passes_every_verdict() {
+    let knobs = Knobs {
+        scenario: rehearsal::Scenario::Install,
+        machines: 13,
+        burst: Duration::from_secs(1),
+        trickle: Duration::from_secs(6),
+        boot: Duration::from_millis(1200),
+        lease: Some(Duration::from_secs(3)),
+        deadline: Duration::from_secs(40),
+        out_dir: support::mcs::repo().join("target/rehearsal-install-test"),
+        ..Knobs::default()
+    };
+    let outcome =
+        rehearsal::run(&knobs).unwrap_or_else(|e| panic!("the rehearsal could not run: {e}"));
+    for verdict in &outcome.verdicts {
+        eprintln!("{verdict}");
+    }
+    let failed: Vec<String> = outcome
+        .verdicts
+        .iter()
+        .filter(|v| !v.pass)
+        .map(ToString::to_string)
+        .collect();
+    if !failed.is_empty() {
+        for replica in &outcome.facts.replicas {
+            eprintln!(
+                "--- {} (last lines) ---\n{}",
+                replica.name, replica.output_tail
+            );
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "verdicts failed (report in {}):\n{}",
+        outcome.written.table.display(),
+        failed.join("\n")
+    );
+}

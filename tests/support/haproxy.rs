@@ -37,7 +37,22 @@ pub struct Haproxy {
     output: Arc<Mutex<String>>,
     connections: Arc<Mutex<Vec<Connection>>>,
     states: Arc<Mutex<Vec<(Instant, String)>>>,
+    /// The runtime API's socket ([`Haproxy::set_state`]), when the configuration has one.
+    admin: Option<std::path::PathBuf>,
     _dir: tempfile::TempDir,
+}
+
+/// Where haproxy's connections to the backends come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Its own address, with a PROXY header naming the client (the replicas trust it with
+    /// `--proxy-protocol-from`).
+    Proxied(IpAddr, Header),
+    /// The client's own address (`usesrc clientip`, Linux's transparent proxying; loopback
+    /// addresses are all local, so no routing is needed): a balancer that keeps client
+    /// addresses, as a cloud network load balancer does, and needs no flag of the servers
+    /// (the original speaks no PROXY protocol). Needs CAP_NET_ADMIN.
+    ClientAddress,
 }
 
 /// How haproxy checks a replica's health: `GET /healthz` over plain HTTP or over TLS (as the
@@ -140,13 +155,30 @@ impl Haproxy {
     /// another (`retries`, `option redispatch`). Every connection is logged
     /// ([`Haproxy::connections`]).
     pub fn balance(pools: &[Balance], header: Header, source: IpAddr) -> Haproxy {
+        Haproxy::balance_from(pools, Source::Proxied(source, header))
+    }
+
+    /// [`Haproxy::balance`] with connections to the backends from `source`; a runtime API
+    /// socket lets [`Haproxy::set_state`] drain a backend or put it back.
+    pub fn balance_from(pools: &[Balance], source: Source) -> Haproxy {
         let dir = tempfile::tempdir().expect("a directory for haproxy.cfg");
-        let send = match header {
-            Header::V1 => "send-proxy",
-            Header::V2 => "send-proxy-v2",
+        let admin = dir.path().join("admin.sock");
+        let (send, check_send, from) = match source {
+            Source::Proxied(address, Header::V1) => (
+                "send-proxy",
+                " check-send-proxy",
+                format!("source {address}"),
+            ),
+            Source::Proxied(address, Header::V2) => (
+                "send-proxy-v2",
+                " check-send-proxy",
+                format!("source {address}"),
+            ),
+            Source::ClientAddress => ("", "", "source 0.0.0.0 usesrc clientip".to_string()),
         };
         let mut config = format!(
-            "global\n    maxconn 4096\n    log stdout format raw local0 info\n\ndefaults\n    mode tcp\n    log global\n    log-format \"{LOG_FORMAT}\"\n    timeout connect 2s\n    timeout client 60s\n    timeout server 60s\n    timeout check 2s\n    retries 3\n    option redispatch\n"
+            "global\n    maxconn 4096\n    log stdout format raw local0 info\n    stats socket {} mode 600 level admin\n\ndefaults\n    mode tcp\n    log global\n    log-format \"{LOG_FORMAT}\"\n    timeout connect 2s\n    timeout client 60s\n    timeout server 60s\n    timeout check 2s\n    retries 3\n    option redispatch\n",
+            admin.display()
         );
         let mut frontends = Vec::new();
         for (index, pool) in pools.iter().enumerate() {
@@ -156,14 +188,41 @@ impl Haproxy {
                 Check::Https => " check-ssl verify none",
             };
             config.push_str(&format!(
-                "\nfrontend f{index}\n    bind {frontend}\n    default_backend b{index}\n\nbackend b{index}\n    balance roundrobin\n    option httpchk GET /healthz\n    http-check expect status 200\n    default-server {send} check check-send-proxy inter 500ms fall 2 rise 2 source {source}\n"
+                "\nfrontend f{index}\n    bind {frontend}\n    default_backend b{index}\n\nbackend b{index}\n    balance roundrobin\n    option httpchk GET /healthz\n    http-check expect status 200\n    default-server {send} check{check_send} inter 500ms fall 2 rise 2 {from}\n"
             ));
             for (replica, backend) in pool.backends.iter().enumerate() {
                 config.push_str(&format!("    server r{replica} {backend}{check_tls}\n"));
             }
             frontends.push(frontend);
         }
-        Haproxy::run(dir, &config, frontends)
+        let mut haproxy = Haproxy::run(dir, &config, frontends);
+        haproxy.admin = Some(admin);
+        haproxy
+    }
+
+    /// Sets backend `backend` of every frontend to `state` through the runtime API: `drain`
+    /// (no new connection, open ones finish), `maint` (out of the balancer) or `ready` (back
+    /// in, its health checks deciding).
+    pub fn set_state(&self, backend: usize, state: &str) -> Result<(), String> {
+        use std::io::Write as _;
+        let socket = self
+            .admin
+            .as_ref()
+            .ok_or("this haproxy has no runtime API")?;
+        for frontend in 0..self.frontends.len() {
+            let mut stream = std::os::unix::net::UnixStream::connect(socket)
+                .map_err(|e| format!("{}: {e}", socket.display()))?;
+            writeln!(stream, "set server b{frontend}/r{backend} state {state}")
+                .map_err(|e| format!("haproxy's runtime API: {e}"))?;
+            let mut answer = String::new();
+            stream
+                .read_to_string(&mut answer)
+                .map_err(|e| format!("haproxy's runtime API: {e}"))?;
+            if !answer.trim().is_empty() {
+                return Err(format!("haproxy: {}", answer.trim()));
+            }
+        }
+        Ok(())
     }
 
     fn run(dir: tempfile::TempDir, config: &str, frontends: Vec<SocketAddr>) -> Haproxy {
@@ -211,6 +270,7 @@ impl Haproxy {
             output,
             connections,
             states,
+            admin: None,
             _dir: dir,
         };
         for frontend in haproxy.frontends.clone() {

@@ -78,44 +78,17 @@ fn existing_nodes() -> Vec<(String, Pool, Ipv4Addr)> {
     nodes
 }
 
-/// Loads the cluster as it is before the scale-up and returns what it serves.
+/// Loads the cluster as it is before the scale-up and returns what it serves: its objects
+/// ([`load_objects`]) and the Nodes already running, each with the operator's MCN, every pool
+/// fully updated.
 pub fn load(api: &ApiServer) -> Result<Before, String> {
-    load_realistic_cluster(api);
-    api.load_yaml_file(crate::fixtures::layered_objects())?;
-    let layered_pool = api
-        .get("MachineConfigPool", None, Pool::Layered.name())
-        .ok_or("the fixture has no layered pool")?;
-    let rendered = |pool: &Value| {
-        pool["spec"]["configuration"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
-    };
-    let mosc = api
-        .get("MachineOSConfig", None, Pool::Layered.name())
-        .ok_or("the fixture has no MachineOSConfig")?;
-    let image = mosc["status"]["currentImagePullSpec"]
-        .as_str()
-        .ok_or("the MachineOSConfig has no image")?
-        .to_string();
-    let master = rendered(
-        &api.get("MachineConfigPool", None, "master")
-            .ok_or("no master pool")?,
+    let mut before = load_objects(api)?;
+    let (master, worker, layered, image) = (
+        before.master.clone(),
+        before.worker.clone(),
+        before.layered.clone(),
+        before.image.clone(),
     );
-    let worker = rendered(
-        &api.get("MachineConfigPool", None, "worker")
-            .ok_or("no worker pool")?,
-    );
-    let layered = rendered(&layered_pool);
-    let config_spec = api
-        .get("MachineConfig", None, &worker)
-        .and_then(|mc| {
-            mc["spec"]["config"]["ignition"]["version"]
-                .as_str()
-                .map(str::to_string)
-        })
-        .ok_or("the worker's rendered config has no Ignition version")?;
-
     let mut nodes = Vec::new();
     for (name, pool, address) in existing_nodes() {
         let (config, image) = match pool {
@@ -152,6 +125,51 @@ pub fn load(api: &ApiServer) -> Result<Before, String> {
         )
         .map_err(|e| format!("pool {}: {e}", pool.name()))?;
     }
+    before.nodes = nodes;
+    Ok(before)
+}
+
+/// The cluster's objects, as the installer's bootstrap manifests and the operator create them:
+/// the realistic fixture's pools, rendered configs and ControllerConfig, the layered pool's
+/// MachineOSConfig and first build, the Infrastructure (where a failing machine reports) and
+/// the worker pool's next rendered config. No Node.
+pub fn load_objects(api: &ApiServer) -> Result<Before, String> {
+    load_realistic_cluster(api);
+    api.load_yaml_file(crate::fixtures::layered_objects())?;
+    let layered_pool = api
+        .get("MachineConfigPool", None, Pool::Layered.name())
+        .ok_or("the fixture has no layered pool")?;
+    let rendered = |pool: &Value| {
+        pool["spec"]["configuration"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mosc = api
+        .get("MachineOSConfig", None, Pool::Layered.name())
+        .ok_or("the fixture has no MachineOSConfig")?;
+    let image = mosc["status"]["currentImagePullSpec"]
+        .as_str()
+        .ok_or("the MachineOSConfig has no image")?
+        .to_string();
+    let master = rendered(
+        &api.get("MachineConfigPool", None, "master")
+            .ok_or("no master pool")?,
+    );
+    let worker = rendered(
+        &api.get("MachineConfigPool", None, "worker")
+            .ok_or("no worker pool")?,
+    );
+    let layered = rendered(&layered_pool);
+    let config_spec = api
+        .get("MachineConfig", None, &worker)
+        .and_then(|mc| {
+            mc["spec"]["config"]["ignition"]["version"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .ok_or("the worker's rendered config has no Ignition version")?;
+
     // Where a failing machine reports (upstream PR #6124, served with
     // `--advertise-failure-reporting`): the Infrastructure's internal API host, here the name
     // the development certificate carries, and the cluster's root CA (which signed it).
@@ -196,7 +214,7 @@ pub fn load(api: &ApiServer) -> Result<Before, String> {
         layered,
         image,
         config_spec,
-        nodes,
+        nodes: Vec::new(),
     })
 }
 

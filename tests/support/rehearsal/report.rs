@@ -139,6 +139,9 @@ fn marks(facts: &Facts) -> Vec<(f64, String)> {
     push(m.layered_proof.map(|r| r.1), "image proof");
     push(m.brownout.map(|r| r.0), "brownout");
     push(m.brownout.map(|r| r.1), "brownout ends");
+    for (at, label) in &m.phases {
+        push(Some(*at), label);
+    }
     // The secure frontend's view of each replica (the plain one says the same); haproxy says
     // each change twice (its log and its console).
     let mut last: BTreeMap<String, String> = BTreeMap::new();
@@ -159,7 +162,10 @@ fn marks(facts: &Facts) -> Vec<(f64, String)> {
         if let Ok(index) = server.parse::<usize>() {
             out.push((
                 at.as_secs_f64(),
-                format!("balancer: {} {state}", replica_name(index)),
+                format!(
+                    "balancer: {} {state}",
+                    super::verdict::backend_name(facts, index)
+                ),
             ));
         }
     }

@@ -96,6 +96,16 @@ pub fn served_by(facts: &Facts, run: &MachineRun) -> Option<usize> {
     replica_of(facts, last.local?, last.started)
 }
 
+/// The name of the balancer's backend `index` in this run (a replica's `NODE_NAME`, or the
+/// bootstrap server's key in the install).
+pub fn backend_name(facts: &Facts, index: usize) -> String {
+    facts
+        .replicas
+        .get(index)
+        .map(|r| r.name.clone())
+        .unwrap_or_else(|| replica_name(index))
+}
+
 /// The spec a machine should be answered in: 2.x requests get 2.2; a 3.x request the newer of
 /// none beyond the config's own spec.
 pub fn expected_spec(asks: &str, config_spec: &str) -> String {
@@ -154,8 +164,22 @@ fn list(items: &[String]) -> String {
     out
 }
 
-/// Every verdict of the run, in the order of the module docs.
+/// Every verdict of the run, in the order of the module docs (the install's own list when
+/// the scenario is the install).
 pub fn judge(facts: &Facts) -> Vec<Verdict> {
+    if let Some(install) = &facts.install {
+        return vec![
+            machines_served(facts),
+            install_met_the_bootstrap_server(facts),
+            masters_carry_the_bootstrap_records(facts, install),
+            mcn_records(facts),
+            modes_serve_the_same_master_config(install),
+            nothing_lost_across_the_bootstrap_restart(install),
+            no_worker_has_a_bootstrap_record(facts),
+            spec_negotiated(facts),
+            real_ignition(facts),
+        ];
+    }
     vec![
         machines_served(facts),
         spec_negotiated(facts),
@@ -434,7 +458,7 @@ fn mcn_records(facts: &Facts) -> Verdict {
             wrong.push(format!("{}: no MCN", run.plan.name));
             continue;
         };
-        let replica = served_by(facts, run).map(replica_name);
+        let replica = served_by(facts, run).map(|i| backend_name(facts, i));
         if let Some(replica) = &replica {
             *by_replica.entry(replica.clone()).or_default() += 1;
         }
@@ -888,6 +912,219 @@ fn metrics_agree(facts: &Facts) -> Verdict {
     )
 }
 
+/// The install: the machines that reached the bootstrap server before it left the balancer
+/// with a pool it does not serve (its 500), each retried by Ignition's rule.
+fn install_met_the_bootstrap_server(facts: &Facts) -> Verdict {
+    let mut met = Vec::new();
+    let mut stranded = Vec::new();
+    for run in &facts.machines {
+        let hit = run.fetch.attempts.iter().any(|attempt| {
+            attempt.status() == Some(500)
+                && attempt
+                    .local
+                    .and_then(|local| replica_of(facts, local, attempt.started))
+                    == Some(0)
+        });
+        if !hit {
+            continue;
+        }
+        met.push(format!(
+            "{} ({} attempts)",
+            run.plan.name,
+            run.fetch.attempts.len()
+        ));
+        if run.served.is_none() {
+            stranded.push(run.plan.name.clone());
+        }
+    }
+    verdict(
+        "machines that met the bootstrap server's 500 retried and got their config",
+        stranded.is_empty(),
+        format!(
+            "{} met it [{}], {} of them stranded",
+            met.len(),
+            list(&met),
+            stranded.len()
+        ),
+    )
+}
+
+/// The install: each master's MCN carries the record the bootstrap server wrote for that
+/// machine's address (what its key held in the API), marked as the bootstrap server's.
+fn masters_carry_the_bootstrap_records(facts: &Facts, install: &super::InstallFacts) -> Verdict {
+    let mut wrong = Vec::new();
+    let mut exact = 0;
+    for run in facts
+        .machines
+        .iter()
+        .filter(|m| m.plan.pool == super::plan::Pool::Master)
+    {
+        let address = run.plan.address.to_string();
+        let Some((_, _, written)) = install.key_held.iter().find(|(a, _, _)| *a == address) else {
+            wrong.push(format!(
+                "{}: the bootstrap server wrote no record for {address}",
+                run.plan.name
+            ));
+            continue;
+        };
+        let Some(mcn) = facts.mcns.get(&run.plan.name) else {
+            wrong.push(format!("{}: no MCN", run.plan.name));
+            continue;
+        };
+        let got = |key: &str| mcn_annotation(mcn, key);
+        let expected = [
+            ("bootstrap-served-by", Some(facts.replicas[0].name.clone())),
+            ("bootstrap-address", Some(address.clone())),
+            ("bootstrap-rendered-config", Some(written.clone())),
+            ("bootstrap-pool", Some("master".to_string())),
+        ];
+        let differences: Vec<String> = expected
+            .iter()
+            .filter(|(key, want)| got(key) != *want)
+            .map(|(key, want)| format!("{key} {:?} (wrote {want:?})", got(key)))
+            .collect();
+        if differences.is_empty() {
+            exact += 1;
+        } else {
+            wrong.push(format!("{}: {}", run.plan.name, differences.join(", ")));
+        }
+    }
+    verdict(
+        "every master's MCN carries the record the bootstrap server wrote for it",
+        wrong.is_empty() && exact > 0,
+        format!(
+            "{exact} of {} masters; the bootstrap key held {} records once the API took them, {} by the end{}",
+            install.masters_addresses.len(),
+            install.key_held.len(),
+            if install.key_removed {
+                "removed by the Lease holder"
+            } else {
+                "still there"
+            },
+            if wrong.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", list(&wrong))
+            }
+        ),
+    )
+}
+
+/// Where the original's two modes differ for the same pool, spec and state
+/// (docs/compatibility.md), and why: any other difference fails.
+const MODE_DIFFERENCES: [(&str, &str); 3] = [
+    (
+        "/etc/kubernetes/kubeconfig",
+        "bootstrap mode serves its --bootstrap-kubeconfig file; cluster mode builds one from the node-bootstrapper token",
+    ),
+    (
+        "/etc/mcs-machine-config-content.json",
+        "the MachineConfig object as each mode holds it: the YAML file's, or the informer's",
+    ),
+    (
+        "/etc/ignition-machine-config-encapsulated.json",
+        "bootstrap mode encapsulates an empty config of spec 3.5, cluster mode the served spec's",
+    ),
+];
+
+/// The install: the master config the bootstrap server served and the one the cluster's
+/// replicas serve for the same state are the same rendered config, and the same bytes but for
+/// the original's own differences between its modes.
+fn modes_serve_the_same_master_config(install: &super::InstallFacts) -> Verdict {
+    let c = &install.comparison;
+    let mut wrong: Vec<String> = c.other_differences.clone();
+    if c.bootstrap_config != c.cluster_config || c.bootstrap_config.is_empty() {
+        wrong.push(format!(
+            "rendered config {:?} (bootstrap) vs {:?} (cluster)",
+            c.bootstrap_config, c.cluster_config
+        ));
+    }
+    let mut named = Vec::new();
+    for file in &c.differing_files {
+        match MODE_DIFFERENCES.iter().find(|(path, _)| path == file) {
+            Some((path, why)) => named.push(format!("{path}: {why}")),
+            None => wrong.push(format!("{file} differs")),
+        }
+    }
+    verdict(
+        "the bootstrap server and the replicas serve the same master config",
+        wrong.is_empty(),
+        format!(
+            "{} at spec {}; {} file(s) differ as the original's two modes do ({}){}",
+            c.bootstrap_config,
+            c.spec,
+            named.len(),
+            named.join("; "),
+            if wrong.is_empty() {
+                String::new()
+            } else {
+                format!("; otherwise: {}", list(&wrong))
+            }
+        ),
+    )
+}
+
+/// The install: the masters served before the bootstrap server's restart are in its key.
+fn nothing_lost_across_the_bootstrap_restart(install: &super::InstallFacts) -> Verdict {
+    let written: BTreeSet<&str> = install
+        .key_held
+        .iter()
+        .map(|(a, _, _)| a.as_str())
+        .collect();
+    let lost: Vec<String> = install
+        .masters_addresses
+        .iter()
+        .map(|a| a.to_string())
+        .filter(|a| !written.contains(a.as_str()))
+        .collect();
+    verdict(
+        "no record lost across the bootstrap server's restart",
+        lost.is_empty(),
+        format!(
+            "{} master(s) served before the restart ({}), {} records in the key, {} lost{}",
+            install.served_before_restart.len(),
+            install.served_before_restart.join(", "),
+            install.key_held.len(),
+            lost.len(),
+            if lost.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", lost.join(", "))
+            }
+        ),
+    )
+}
+
+/// The install: no worker's MCN names the bootstrap server.
+fn no_worker_has_a_bootstrap_record(facts: &Facts) -> Verdict {
+    let key = facts.replicas[0].name.as_str();
+    let mut workers = 0;
+    let wrong: Vec<String> = facts
+        .machines
+        .iter()
+        .filter(|m| m.plan.pool != super::plan::Pool::Master)
+        .filter_map(|m| {
+            let mcn = facts.mcns.get(&m.plan.name)?;
+            workers += 1;
+            (mcn_annotation(mcn, "bootstrap-served-by").as_deref() == Some(key))
+                .then(|| m.plan.name.clone())
+        })
+        .collect();
+    verdict(
+        "no worker MCN carries a bootstrap-server record",
+        wrong.is_empty(),
+        format!(
+            "{} of {workers} worker MCNs name it{}",
+            wrong.len(),
+            if wrong.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", list(&wrong))
+            }
+        ),
+    )
+}
+
 fn real_ignition(facts: &Facts) -> Verdict {
     let runs: Vec<&MachineRun> = facts
         .machines
@@ -912,7 +1149,7 @@ fn real_ignition(facts: &Facts) -> Verdict {
                 served.rendered_config,
                 served.spec,
                 served_by(facts, run)
-                    .map(replica_name)
+                    .map(|i| backend_name(facts, i))
                     .unwrap_or_else(|| "an unknown replica".into()),
                 run.relayed.len()
             )),
