@@ -185,7 +185,9 @@ impl Settings {
                 }
                 (tls, Mode::Cluster { source, publisher })
             }
-            Command::Explain(_) | Command::Compare(_) | Command::Version => return Ok(None),
+            Command::Explain(_) | Command::Compare(_) | Command::Cleanup(_) | Command::Version => {
+                return Ok(None)
+            }
         };
         Ok(Some(Settings {
             serving: Serving::from_flags(root, tls)?,
@@ -283,6 +285,14 @@ pub async fn run(cli: Cli) -> Result<(), RunError> {
             .map_err(UsageError::from)?;
         install_client_crypto(&policy)?;
         return crate::compare::run(flags, policy.client_provider()).await;
+    }
+    if let Command::Cleanup(flags) = &cli.command {
+        // Its Kubernetes client follows the TLS flags and FIPS mode too.
+        let policy = TlsPolicy::from_flags(&cli.root.tls_min_version, &cli.root.tls_cipher_suites)
+            .and_then(|policy| policy.with_crypto(&crypto))
+            .map_err(UsageError::from)?;
+        install_client_crypto(&policy)?;
+        return crate::cleanup::run(flags).await;
     }
     let Some(settings) = Settings::from_cli(&cli, &crypto)? else {
         return Ok(());

@@ -119,6 +119,12 @@ pub enum Command {
     /// Compare what this server would answer with what a running original answers, for every
     /// pool and spec version, without serving anything.
     Compare(CompareFlags),
+    /// List what this server wrote to the cluster that the original does not (its shared
+    /// records ConfigMap, its Lease, its annotations and status fields on MachineConfigNodes,
+    /// its Events), and with --remove remove it: the way back to the original. A dry run by
+    /// default. Exit 0: nothing of this server is left; 2: something is (listed, or a removal
+    /// failed); 1: the API could not be asked.
+    Cleanup(CleanupFlags),
     /// Print the version and exit.
     Version,
 }
@@ -311,7 +317,34 @@ pub struct CompareFlags {
     pub output: ReportFormat,
 }
 
-/// `--output` of `explain` and `compare`.
+/// `cleanup` flags: where the cluster is, whether to remove, and the report's format.
+///
+/// The serving flags (ports, TLS, access) are ignored; nothing is served.
+#[derive(Debug, Args)]
+#[command(
+    next_help_heading = "Cleanup options (of the options above, only --log-format, -v, --fips and the --tls-* options apply; the last two to its Kubernetes client)"
+)]
+pub struct CleanupFlags {
+    /// Kubeconfig to reach the cluster (outside a cluster; in-cluster config otherwise), as
+    /// for `start`.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Remove what is listed (stop every replica of this server first). Without it, nothing is
+    /// changed.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub remove: bool,
+    /// List only, change nothing (the default; for scripts that want to say so).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Seconds each API request may take.
+    #[arg(long, default_value_t = 30)]
+    pub request_timeout_seconds: u64,
+    /// Report format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub output: ReportFormat,
+}
+
+/// `--output` of `explain`, `compare` and `cleanup`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ReportFormat {
     Text,
@@ -418,13 +451,29 @@ pub enum PathProblem {
     Token(#[source] crate::source::cluster::kubeconfig::KubeconfigError),
 }
 
-/// Why the process could not run: usage errors exit 64, everything else 1.
+/// Why the process could not run: usage errors exit 64, [`RunError::Left`] 2, everything
+/// else 1.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error(transparent)]
     Usage(#[from] UsageError),
+    /// `cleanup`: something this server wrote is still in the cluster (listed by a dry run, or
+    /// a removal failed); the text says what.
+    #[error("{0}")]
+    Left(String),
     #[error(transparent)]
     Other(#[from] anyhow::Error),
+}
+
+impl RunError {
+    /// The process's exit code: 64 (`EX_USAGE`), 2 or 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RunError::Usage(_) => 64,
+            RunError::Left(_) => 2,
+            RunError::Other(_) => 1,
+        }
+    }
 }
 
 /// `--bootstrap-certs` entries as (registry name, file under the base directory).
@@ -763,6 +812,29 @@ mod tests {
             let error = parse(bad).expect_err(&format!("{bad:?} must be refused"));
             assert!(error.use_stderr(), "{bad:?}: a usage error (exit 64)");
         }
+    }
+
+    #[test]
+    fn cleanup_is_a_dry_run_unless_told_to_remove() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(["machine-config-server", "cleanup"].iter().chain(args))
+        };
+        let Command::Cleanup(flags) = parse(&[]).unwrap().command else {
+            panic!("cleanup")
+        };
+        assert!(!flags.remove && flags.kubeconfig.is_none());
+        assert_eq!(flags.output, ReportFormat::Text);
+        let Command::Cleanup(flags) = parse(&["--kubeconfig", "k", "--remove", "--output", "json"])
+            .unwrap()
+            .command
+        else {
+            panic!("cleanup")
+        };
+        assert!(flags.remove);
+        assert_eq!(flags.output, ReportFormat::Json);
+        assert!(parse(&["--dry-run"]).is_ok());
+        let error = parse(&["--dry-run", "--remove"]).expect_err("both");
+        assert!(error.use_stderr(), "a usage error (exit 64)");
     }
 
     #[test]

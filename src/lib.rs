@@ -5,8 +5,10 @@
 //! (`tests/module_graph.rs` fails on an upward import or an import cycle between files):
 //!
 //! 1. [`app`]: start-up and shutdown wiring, one entry for `main` and the tests.
-//! 2. [`explain`], [`compare`]: the `explain` subcommand (what would be served for a pool, and
-//!    why) and the `compare` subcommand (this server's answers against a running original's).
+//! 2. [`explain`], [`compare`], [`cleanup`]: the `explain` subcommand (what would be served for
+//!    a pool, and why), the `compare` subcommand (this server's answers against a running
+//!    original's) and the `cleanup` subcommand (what this server wrote to the cluster, listed
+//!    and removed: the way back to the original).
 //! 3. [`cli`]: the command line and its validation into settings.
 //! 4. [`events`], [`mcn`]: the cluster-mode tasks: Kubernetes Events of the lease holder, and
 //!    the MachineConfigNode publisher with the served records the replicas share.
@@ -29,6 +31,7 @@
 pub mod api;
 pub mod app;
 pub mod cache;
+pub mod cleanup;
 pub mod cli;
 pub mod clock;
 pub mod compare;

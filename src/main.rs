@@ -40,7 +40,13 @@ fn main() -> ExitCode {
         LogFormatArg::Text => LogFormat::Text,
         LogFormatArg::Json => LogFormat::Json,
     };
-    if let Err(e) = telemetry::init(format, cli.root.verbosity) {
+    // `cleanup` says in one line why the API could not be asked; kube's request log would say
+    // it again.
+    let silenced: &[&str] = match cli.command {
+        Command::Cleanup(_) => &["kube_client::client::builder"],
+        _ => &[],
+    };
+    if let Err(e) = telemetry::init_silencing(format, cli.root.verbosity, silenced) {
         eprintln!("machine-config-server: {e}");
         return ExitCode::from(EXIT_USAGE);
     }
@@ -53,9 +59,9 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(app::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(RunError::Usage(e)) => {
+        Err(e @ (RunError::Usage(_) | RunError::Left(_))) => {
             eprintln!("machine-config-server: {e}");
-            ExitCode::from(EXIT_USAGE)
+            ExitCode::from(e.exit_code())
         }
         Err(RunError::Other(e)) => {
             eprintln!("machine-config-server: {e:#}");

@@ -120,8 +120,34 @@ pub fn filter_for(verbosity: u8, rust_log: Option<&str>) -> Result<EnvFilter, Te
 
 /// Installs the global subscriber writing to stderr. Reads `RUST_LOG`; call once from `main`.
 pub fn init(format: LogFormat, verbosity: u8) -> Result<(), TelemetryError> {
-    let rust_log = std::env::var("RUST_LOG").ok();
-    let filter = filter_for(verbosity, rust_log.as_deref())?;
+    init_silencing(format, verbosity, &[])
+}
+
+/// [`init`], with the log targets `silenced` off unless `RUST_LOG` says otherwise (a one-shot
+/// subcommand that reports a failed request in its own line, where the client's request log
+/// would say it a second time).
+pub fn init_silencing(
+    format: LogFormat,
+    verbosity: u8,
+    silenced: &[&str],
+) -> Result<(), TelemetryError> {
+    let rust_log = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|value| !value.trim().is_empty());
+    let filter = match rust_log {
+        Some(value) => filter_for(verbosity, Some(&value))?,
+        None => {
+            let mut directives = format!(
+                "{},{CRATE_TARGET}={}",
+                dependency_level_for_verbosity(verbosity),
+                level_for_verbosity(verbosity)
+            );
+            for target in silenced {
+                directives.push_str(&format!(",{target}=off"));
+            }
+            filter_for(verbosity, Some(&directives))?
+        }
+    };
     let ansi = format == LogFormat::Text && std::io::stderr().is_terminal();
     subscriber(format, filter, std::io::stderr, ansi)
         .try_init()

@@ -232,6 +232,24 @@ pub async fn start(
     })
 }
 
+/// A plain client of the cluster (`kubeconfig`, else the in-cluster configuration), without
+/// the caches: for the subcommands that make a few direct requests and stop (`cleanup`). Each
+/// request gives up after `timeout` (connecting, and waiting for the answer).
+pub async fn plain_client(
+    kubeconfig: Option<&std::path::Path>,
+    timeout: Duration,
+) -> Result<Client, Error> {
+    let settings = ClusterSettings {
+        kubeconfig: kubeconfig.map(std::path::Path::to_path_buf),
+        ..ClusterSettings::new("")
+    };
+    let mut config = client_config(&settings).await?;
+    config.connect_timeout = Some(timeout);
+    config.read_timeout = Some(timeout);
+    config.write_timeout = Some(timeout);
+    Client::try_from(config).map_err(Error::Client)
+}
+
 async fn client_config(settings: &ClusterSettings) -> Result<kube::Config, Error> {
     match &settings.kubeconfig {
         Some(path) => {
