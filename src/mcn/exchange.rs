@@ -105,27 +105,9 @@ pub const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Field manager prefix of a replica's writes (the replica name follows).
 pub const FIELD_MANAGER_PREFIX: &str = "mcs-served-";
-/// The key of the installer's bootstrap server (`bootstrap --served-records-kubeconfig`): a
-/// name no Node can have (Node names are DNS subdomains, without `_`), so it never meets a
-/// replica's key; `bootstrap-served-by` says it on the MCNs it gave a record.
-pub const BOOTSTRAP_SERVER_KEY: &str = "bootstrap_server";
-/// How long the bootstrap server's records are merged and kept: longer than any install takes.
-/// The installer waits up to 40 minutes for bootstrapping and as long again for the cluster;
-/// a bare-metal install can take two hours and more (slow firmware, retried PXE), and the
-/// cluster's replicas start only after that. A day also covers an install left running
-/// overnight; the Lease holder removes the key sooner, once every control-plane Node's MCN
-/// carries a bootstrap record ([`stale_keys`]).
-pub const BOOTSTRAP_TTL: Duration = Duration::from_secs(24 * 3600);
-
-/// How long `replica`'s records are merged and kept: [`BOOTSTRAP_TTL`] for the bootstrap
-/// server's key, `ttl` for every replica's.
-pub fn record_ttl(replica: &str, ttl: Duration) -> Duration {
-    if replica == BOOTSTRAP_SERVER_KEY {
-        ttl.max(BOOTSTRAP_TTL)
-    } else {
-        ttl
-    }
-}
+// The bootstrap server's key and TTL live in `matching`, which merges by them; they are
+// part of the exchange's vocabulary too.
+pub use super::matching::{record_ttl, BOOTSTRAP_SERVER_KEY, BOOTSTRAP_TTL};
 /// Version of the encoding.
 const FORMAT_VERSION: u32 = 1;
 

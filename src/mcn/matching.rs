@@ -41,6 +41,28 @@ use k8s_openapi::api::core::v1::Node;
 use crate::api::node::{created as node_created, internal_ips, name as node_name};
 use crate::server::served::{FailureRecord, ServedRecord};
 
+/// The key of the installer's bootstrap server (`bootstrap --served-records-kubeconfig`): a
+/// name no Node can have (Node names are DNS subdomains, without `_`), so it never meets a
+/// replica's key; `bootstrap-served-by` says it on the MCNs it gave a record.
+pub const BOOTSTRAP_SERVER_KEY: &str = "bootstrap_server";
+/// How long the bootstrap server's records are merged and kept: longer than any install takes.
+/// The installer waits up to 40 minutes for bootstrapping and as long again for the cluster;
+/// a bare-metal install can take two hours and more (slow firmware, retried PXE), and the
+/// cluster's replicas start only after that. A day also covers an install left running
+/// overnight; the Lease holder removes the key sooner, once every control-plane Node's MCN
+/// carries a bootstrap record ([`super::exchange::stale_keys`]).
+pub const BOOTSTRAP_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// How long `replica`'s records are merged and kept: [`BOOTSTRAP_TTL`] for the bootstrap
+/// server's key, `ttl` for every replica's.
+pub fn record_ttl(replica: &str, ttl: Duration) -> Duration {
+    if replica == BOOTSTRAP_SERVER_KEY {
+        ttl.max(BOOTSTRAP_TTL)
+    } else {
+        ttl
+    }
+}
+
 /// How much later than the Node's creation a served record may be and still be the node's own
 /// (the record's time is a replica's clock, the creation time the API server's). A machine is
 /// served minutes before its kubelet registers the Node, so only clock skew has to be allowed,
@@ -99,7 +121,7 @@ impl MergedRecords {
     /// Merges this replica's own records (`own`, named `own_replica`) with every replica's
     /// published ones (`published`, by replica name; this replica's own published entry is
     /// skipped, memory is newer). Records served more than `ttl` before `now` are left out
-    /// (the bootstrap server's: more than [`super::exchange::BOOTSTRAP_TTL`]).
+    /// (the bootstrap server's: more than [`BOOTSTRAP_TTL`]).
     pub fn merge(
         own_replica: &str,
         own: Vec<(IpAddr, ServedRecord)>,
@@ -109,7 +131,7 @@ impl MergedRecords {
     ) -> Self {
         let fresh = |replica: &str, record: &ServedRecord| {
             now.duration_since(record.served_at)
-                .map_or(true, |age| age <= super::exchange::record_ttl(replica, ttl))
+                .map_or(true, |age| age <= record_ttl(replica, ttl))
         };
         let mut by_address: HashMap<IpAddr, Vec<Served>> = HashMap::new();
         let others = published
