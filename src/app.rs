@@ -171,11 +171,15 @@ impl Settings {
                 let host = std::env::var("POD_NAME")
                     .or_else(|_| std::env::var("HOSTNAME"))
                     .unwrap_or_default();
-                let publisher = PublisherSettings::for_replica(
+                let mut publisher = PublisherSettings::for_replica(
                     &host,
                     flags.mcn_max_writes_per_second,
                     |key| std::env::var(key).ok(),
                 )?;
+                // Answers drain for the grace period; their records are written as they end.
+                publisher.records.drain_bound =
+                    std::time::Duration::from_secs(root.shutdown_grace_seconds)
+                        + crate::server::commit::DEFAULT_WAIT_BOUND;
                 let mut source = ClusterSettings::new(flags.apiserver_url.clone());
                 source.kubeconfig = flags.kubeconfig.clone();
                 source.bootstrap_token_dir = flags.bootstrap_token_dir.clone();

@@ -19,6 +19,7 @@ use support::cluster::{
     copy_rendered_config, kubeconfig_parts, load_realistic_cluster, replace_file, token_dir,
     APISERVER_URL, FILE_CA, FIRST_TOKEN, MASTER_RENDERED, MCO_NAMESPACE, WORKER_RENDERED,
 };
+use support::fault_proxy::{FaultProxy, HoldAt};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 const WITHIN_A_SECOND: Duration = Duration::from_secs(1);
@@ -161,6 +162,56 @@ fn not_ready_until_the_caches_sync() {
         (APISERVER_URL, FIRST_TOKEN, FILE_CA.as_bytes())
     );
     assert_eq!(cluster.metric("mcs_api_reachable"), Some(1.0));
+}
+
+/// A replica whose caches are still syncing when a machine reaches it (a rolling update's new
+/// pod, in the balancer before it is ready) answers that machine once they have synced, not
+/// with a 503 the machine must retry.
+#[test]
+fn a_request_during_the_caches_sync_waits_for_them() {
+    let api = ApiServer::start(Options::default());
+    load_realistic_cluster(&api);
+    let proxy = FaultProxy::start(api.kubeconfig_file());
+    let held = proxy.hold_next(HoldAt::BeforeForwarding, |method, uri, _| {
+        method == "GET" && uri.contains("/machineconfigs") && !uri.contains("watch=")
+    });
+    let token_dir = token_dir();
+    let server = Server::start_cluster(
+        proxy.kubeconfig_file(),
+        APISERVER_URL,
+        token_dir.path(),
+        &[],
+    );
+    held.recv_timeout(DEADLINE)
+        .expect("the MachineConfig list to be held");
+    let ports = (server.insecure, server.metrics);
+    let machine = std::thread::spawn(move || {
+        let started = Instant::now();
+        let response = request(
+            ports.0,
+            None,
+            "GET",
+            "/config/worker",
+            &[("Accept", IGNITION_3_5), ("User-Agent", "Ignition/2.20.0")],
+        );
+        (response, started.elapsed())
+    });
+    // The machine's request is in before the caches synced.
+    poll("the request to arrive", DEADLINE, || {
+        (server.output().contains("remote_addr=") || machine.is_finished()).then_some(())
+    });
+    assert_eq!(request(ports.1, None, "GET", "/readyz", &[]).status, 503);
+    std::thread::sleep(Duration::from_millis(300));
+    proxy.clear_hold();
+    proxy.release();
+    let (response, took) = machine.join().unwrap();
+    assert_eq!(
+        response.status,
+        200,
+        "answered after the sync, in {took:?}\n{}",
+        server.output()
+    );
+    assert_eq!(booted_config(&response.json()), WORKER_RENDERED);
 }
 
 /// A small rendered config (one file), so that timing measures the watch path and not the

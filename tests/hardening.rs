@@ -437,6 +437,60 @@ fn sigterm_lets_an_in_flight_large_response_complete_then_exits_zero() {
     assert!(TcpStream::connect(server.insecure).is_err());
 }
 
+/// A rolling update's SIGTERM reaches a replica that a balancer still counts in: connections
+/// it was handed just before (one accepted and idle, over TLS after its handshake, and one still
+/// in the kernel's backlog because accepting is paused at `--max-connections`) get their first
+/// request answered before the server exits, instead of a reset or a close without an answer.
+#[test]
+fn sigterm_answers_the_connections_already_handed_to_it() {
+    let mut server = Server::bootstrap(
+        &mcs::repo().join("config/bootstrap"),
+        &["--max-connections=1"],
+    );
+    let request = mcs::request_bytes(
+        "GET",
+        "/config/master",
+        &[("Accept", IGNITION_3_5), ("User-Agent", "Ignition/2.20.0")],
+    );
+    // Accepted, TLS handshake done, no request yet.
+    let mut tls = mcs::tls_client(
+        mcs::dev_ca_client(),
+        TcpStream::connect(server.secure).unwrap(),
+    )
+    .unwrap();
+    while tls.conn.is_handshaking() {
+        tls.conn.complete_io(&mut tls.sock).unwrap();
+    }
+    // Accepted, nothing sent: the one connection the plain port accepts at a time.
+    let mut idle = TcpStream::connect(server.insecure).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // Completed by the kernel, never accepted: the port's cap is reached.
+    let mut waiting = TcpStream::connect(server.insecure).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    server.terminate();
+    std::thread::sleep(Duration::from_millis(300));
+    let read_all = |stream: &mut TcpStream| {
+        let mut out = Vec::new();
+        stream
+            .read_to_end(&mut out)
+            .map(|_| out)
+            .map_err(|e| format!("{e}"))
+    };
+    for (name, stream) in [("backlog", &mut waiting), ("idle", &mut idle)] {
+        stream.write_all(&request).unwrap();
+        let raw = read_all(stream).unwrap_or_else(|e| panic!("{name}: cut: {e}"));
+        let response = mcs::parse_response(&raw, false)
+            .unwrap_or_else(|e| panic!("{name}: no answer ({e}): {raw:?}\n{}", server.output()));
+        assert_eq!(response.status, 200, "{name}");
+    }
+    tls.write_all(&request).unwrap();
+    let mut raw = Vec::new();
+    mcs::read_to_close(&mut tls, &mut raw).expect("the TLS connection's answer");
+    assert_eq!(mcs::parse_response(&raw, false).unwrap().status, 200, "tls");
+    let status = server.wait_exit(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{}", server.output());
+}
+
 /// What the server's kernel holds of an answer for one connection, as `ss -tn` shows it in
 /// `Send-Q`: bytes written to the socket and not yet acknowledged by the client (the `tx_queue`
 /// of `/proc/net/tcp`), read once it has stopped changing.

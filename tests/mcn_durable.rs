@@ -169,6 +169,64 @@ fn a_replica_killed_right_after_answering_loses_no_record() {
     every_node_gets_its_record(&api, &served);
 }
 
+/// A rolling update's SIGTERM while a machine's connection is open and its request not yet
+/// answered (the balancer handed it over before its checks saw the replica go): the machine is
+/// answered during the drain, and its record still reaches the shared ConfigMap before the
+/// replica exits, so its Node's MCN names that replica.
+#[test]
+fn an_answer_given_while_draining_after_sigterm_keeps_its_record() {
+    let api = ApiServer::start(Options::default());
+    load_realistic_cluster(&api);
+    let tokens = token_dir();
+    let mut replica = start_replica(&api, &tokens, 0, 0);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let i = 40;
+    let address = replica.insecure;
+    let request = mcs::request_bytes(
+        "GET",
+        "/config/worker",
+        &[
+            (
+                "Accept",
+                "application/vnd.coreos.ignition+json;version=3.5.0, */*;q=0.1",
+            ),
+            ("User-Agent", "Ignition/2.20.0"),
+        ],
+    );
+    let mut stream = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket
+            .bind(std::net::SocketAddr::new(machine(i), 0))
+            .unwrap();
+        socket.connect(address).await.unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    replica.terminate();
+    std::thread::sleep(Duration::from_millis(300));
+    let raw = runtime.block_on(async {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        stream.write_all(&request).await.unwrap();
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await.unwrap();
+        raw
+    });
+    let response = mcs::parse_response(&raw, false).expect("an answer during the drain");
+    assert_eq!(response.status, 200, "{}", replica.output());
+    let status = replica.wait_exit(DEADLINE);
+    assert_eq!(status.code(), Some(0), "{}", replica.output());
+    // The next replica (the Lease holder now) writes the MCN from the shared records.
+    let _next = start_replica(&api, &tokens, 1, 0);
+    let served = BTreeMap::from([(
+        i,
+        Served {
+            replica: node_name(0),
+            rendered_config: served_rendered_config(&response.json()),
+            kill: "never: SIGTERM before the request, answered while draining".into(),
+        },
+    )]);
+    every_node_gets_its_record(&api, &served);
+}
+
 /// The served-records write that carries `address`'s record (the apply of a replica's key).
 fn carries_record_of(address: IpAddr) -> impl Fn(&str, &str, &[u8]) -> bool + Send + 'static {
     let needle = format!("\\\"{address}\\\"");

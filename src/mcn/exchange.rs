@@ -124,6 +124,9 @@ pub struct ExchangeSettings {
     pub max_bytes: usize,
     pub retry_initial: Duration,
     pub retry_max: Duration,
+    /// At shutdown, how long the writer goes on writing the records of answers still draining
+    /// (the listeners' grace period and an answer's wait for its record).
+    pub drain_bound: Duration,
 }
 
 impl ExchangeSettings {
@@ -138,6 +141,7 @@ impl ExchangeSettings {
             max_bytes: DEFAULT_MAX_BYTES,
             retry_initial: Duration::from_millis(200),
             retry_max: Duration::from_secs(30),
+            drain_bound: Duration::from_secs(20) + crate::server::commit::DEFAULT_WAIT_BOUND,
         }
     }
 
@@ -907,13 +911,27 @@ impl Flusher {
                 }
             }
         }
-        // A last write on the way out, so that a restart finds everything this replica served;
-        // answers still draining get a write too (for at most the bound they wait).
-        let deadline = Instant::now() + crate::server::commit::DEFAULT_WAIT_BOUND;
+        // A last write on the way out, so that a restart finds everything this replica served.
+        // The listeners are still draining: answers that finish now are recorded after it, so
+        // the writer goes on until the serving ports' last connection has closed (within the
+        // drain bound), writing each new record as it comes, then once more.
+        let drained = self.commit.connections_closed();
+        tokio::pin!(drained);
+        let mut closed = false;
+        let drain_deadline = Instant::now() + self.settings.drain_bound;
         loop {
+            let deadline =
+                (Instant::now() + crate::server::commit::DEFAULT_WAIT_BOUND).min(drain_deadline);
             match tokio::time::timeout_at(deadline, self.flush(true)).await {
                 Ok(Ok(())) if self.served.recorded() > self.commit.durable() => {
                     tokio::time::sleep(self.settings.flush_interval).await;
+                }
+                Ok(Ok(())) if !closed => {
+                    tokio::select! {
+                        () = self.commit.pending() => {}
+                        () = &mut drained => closed = true,
+                        () = tokio::time::sleep_until(drain_deadline) => break,
+                    }
                 }
                 Ok(Ok(())) | Err(_) => break,
                 Ok(Err(error)) => {

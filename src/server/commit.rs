@@ -221,6 +221,14 @@ impl CommitWriter {
             .await;
     }
 
+    /// Resolves once no connection of the serving ports is open (at shutdown: drained).
+    pub fn connections_closed(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut activity = self.inner.activity.subscribe();
+        async move {
+            let _ = activity.wait_for(|a| a.open == 0).await;
+        }
+    }
+
     /// Every record numbered below `count` is durable (a write that carried all of them
     /// succeeded, or they were forgotten as settled or expired). Never goes back.
     pub fn committed(&self, count: u64) {

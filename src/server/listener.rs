@@ -25,7 +25,6 @@ use axum::body::Body;
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -123,6 +122,11 @@ fn tune_accepted(stream: &tokio::net::TcpStream) {
 /// Accept connections on `listener` until `shutdown` resolves, then let in-flight requests finish
 /// within the grace period. With `proxy_protocol`, every connection goes through its intake
 /// first.
+///
+/// At shutdown the connections the kernel has already completed but nobody accepted yet are
+/// taken too, and every open connection whose first request has not arrived gets that request
+/// answered before it closes: a balancer that has not yet seen this replica go handed those
+/// clients to it, and a reset or a silent close is, to a booting machine, a failed fetch.
 pub async fn serve(
     listener: TcpListener,
     tls: Option<TlsConfigs>,
@@ -133,9 +137,40 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     let Service { router, commit } = service.into();
-    let graceful = GracefulShutdown::new();
+    // Every connection holds a receiver: the sender sees them all gone once drained.
+    let (stopping, stopping_rx) = watch::channel(false);
     let local = listener.local_addr().ok();
     let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let spawn = |stream: tokio::net::TcpStream, remote: SocketAddr, permit| {
+        tune_accepted(&stream);
+        let open = commit.as_ref().map(GroupCommit::connection);
+        let connection = Connection {
+            tls: tls
+                .as_ref()
+                .map(|configs| tokio_rustls::TlsAcceptor::from(configs.borrow().clone())),
+            router: router.clone(),
+            limits: limits.clone(),
+            metrics: metrics.clone(),
+            stopping: stopping_rx.clone(),
+        };
+        let proxy_protocol = proxy_protocol.clone();
+        tokio::spawn(async move {
+            let _permit: Option<tokio::sync::OwnedSemaphorePermit> = permit;
+            let _open = open;
+            match proxy_protocol {
+                None => connection.run(stream, remote).await,
+                Some(proxy_protocol) => {
+                    let Some((stream, client)) = proxy_protocol
+                        .intake(stream, remote, &connection.metrics)
+                        .await
+                    else {
+                        return;
+                    };
+                    connection.run(stream, client).await
+                }
+            }
+        });
+    };
     let mut at_capacity = false;
     tokio::pin!(shutdown);
     loop {
@@ -173,49 +208,46 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
-        tune_accepted(&stream);
-        let open = commit.as_ref().map(GroupCommit::connection);
-        let connection = Connection {
-            tls: tls
-                .as_ref()
-                .map(|configs| tokio_rustls::TlsAcceptor::from(configs.borrow().clone())),
-            router: router.clone(),
-            limits: limits.clone(),
-            metrics: metrics.clone(),
-            watcher: graceful.watcher(),
-        };
-        match &proxy_protocol {
-            None => {
-                tokio::spawn(async move {
-                    let _permit = permit;
-                    let _open = open;
-                    connection.run(stream, remote).await
-                });
-            }
-            Some(proxy_protocol) => {
-                let proxy_protocol = proxy_protocol.clone();
-                tokio::spawn(async move {
-                    let _permit = permit;
-                    let _open = open;
-                    let Some((stream, client)) = proxy_protocol
-                        .intake(stream, remote, &connection.metrics)
-                        .await
-                    else {
-                        return;
-                    };
-                    connection.run(stream, client).await
-                });
-            }
-        }
+        spawn(stream, remote, Some(permit));
     }
-    drop(listener);
+    stopping.send_replace(true);
+    let pending = take_pending(listener);
+    if !pending.is_empty() {
+        tracing::info!(address = ?local, connections = pending.len(), "taking the connections already waiting to be accepted before closing");
+    }
+    for (stream, remote) in pending {
+        spawn(stream, remote, permits.clone().try_acquire_owned().ok());
+    }
+    drop(stopping_rx);
     tracing::info!(address = ?local, "listener stopped accepting; draining connections");
-    if tokio::time::timeout(limits.shutdown_grace, graceful.shutdown())
+    if tokio::time::timeout(limits.shutdown_grace, stopping.closed())
         .await
         .is_err()
     {
         tracing::warn!(address = ?local, "grace period over; closing remaining connections");
     }
+}
+
+/// Closes `listener` after accepting, without waiting, every connection already completed in
+/// its backlog (closing it with them there would reset them).
+fn take_pending(listener: TcpListener) -> Vec<(tokio::net::TcpStream, SocketAddr)> {
+    let Ok(listener) = listener.into_std() else {
+        return Vec::new();
+    };
+    let mut pending = Vec::new();
+    // A non-blocking accept: WouldBlock once the backlog is empty.
+    while let Ok((stream, remote)) = listener.accept() {
+        let stream = stream
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::TcpStream::from_std(stream));
+        match stream {
+            Ok(stream) => pending.push((stream, remote)),
+            Err(e) => {
+                tracing::debug!(%remote, error = %e, "a waiting connection could not be taken")
+            }
+        }
+    }
+    pending
 }
 
 /// What serving one accepted connection needs.
@@ -224,7 +256,8 @@ struct Connection {
     router: Router,
     limits: ConnectionLimits,
     metrics: Arc<Metrics>,
-    watcher: hyper_util::server::graceful::Watcher,
+    /// Turns true at shutdown; dropped when the connection ends.
+    stopping: watch::Receiver<bool>,
 }
 
 impl Connection {
@@ -238,7 +271,7 @@ impl Connection {
             router,
             limits,
             metrics,
-            watcher,
+            stopping,
         } = self;
         let stream = StallGuard::new(stream, limits.write_stall_timeout);
         match tls {
@@ -247,7 +280,7 @@ impl Connection {
                     tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream)).await;
                 match handshake {
                     Ok(Ok(stream)) => {
-                        serve_connection(stream, remote, router, &limits, watcher).await
+                        serve_connection(stream, remote, router, &limits, stopping).await
                     }
                     Ok(Err(e)) => {
                         metrics.tls_handshake_failure();
@@ -259,7 +292,7 @@ impl Connection {
                     }
                 }
             }
-            None => serve_connection(stream, remote, router, &limits, watcher).await,
+            None => serve_connection(stream, remote, router, &limits, stopping).await,
         }
     }
 }
@@ -269,11 +302,14 @@ async fn serve_connection<S>(
     remote: SocketAddr,
     router: Router,
     limits: &ConnectionLimits,
-    watcher: hyper_util::server::graceful::Watcher,
+    mut stopping: watch::Receiver<bool>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    // Turns true once the connection's first request has arrived.
+    let (arrived, mut first_request) = watch::channel(false);
     let service = hyper::service::service_fn(move |mut request: http::Request<Incoming>| {
+        arrived.send_replace(true);
         request.extensions_mut().insert(RemoteAddr(remote));
         router.clone().oneshot(request.map(Body::new))
     });
@@ -282,7 +318,32 @@ async fn serve_connection<S>(
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(limits.max_header_bytes.max(MIN_HEADER_BUFFER))
         .serve_connection(TokioIo::new(stream), service);
-    if let Err(e) = watcher.watch(connection).await {
+    tokio::pin!(connection);
+    let ended = tokio::select! {
+        ended = connection.as_mut() => Some(ended),
+        _ = stopping.wait_for(|stopping| *stopping) => None,
+    };
+    let ended = match ended {
+        Some(ended) => ended,
+        None => {
+            // Shutdown: the first request, when it has not come yet, is waited for (as long
+            // as a client may take to send its headers); then whatever is in flight finishes
+            // and the connection closes.
+            let ended = tokio::select! {
+                ended = connection.as_mut() => Some(ended),
+                _ = first_request.wait_for(|arrived| *arrived) => None,
+                () = tokio::time::sleep(limits.header_read_timeout) => None,
+            };
+            match ended {
+                Some(ended) => ended,
+                None => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            }
+        }
+    };
+    if let Err(e) = ended {
         tracing::debug!(%remote, error = %e, "connection ended with an error");
     }
 }

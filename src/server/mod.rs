@@ -37,7 +37,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, HttpBody as _};
 use axum::extract::{Request, State};
@@ -60,6 +60,26 @@ use commit::{Durability, DEFAULT_WAIT_BOUND as RECORD_WAIT_BOUND};
 use layered_decisions::DecisionTracker;
 use notices::EventNotices;
 use served::ServedLog;
+
+/// How long a config request that arrives before the caches synced waits for them before its
+/// 503. A DaemonSet's rolling update starts the new pod on the old one's ports at once, so the
+/// balancer, whose checks never saw the port go, sends it machines within milliseconds, while
+/// its caches take a few hundred to sync: those machines wait that long instead of getting a
+/// 503 and their Ignition's retry (the switch rehearsal's wave found it). Bounded, so that a
+/// replica whose API is down still answers a clear 503 within seconds.
+const READY_WAIT: Duration = Duration::from_secs(3);
+
+/// Whether the source is ready now or turns ready within `bound`.
+async fn ready_within(ready: &watch::Receiver<bool>, bound: Duration) -> bool {
+    if *ready.borrow() {
+        return true;
+    }
+    let mut ready = ready.clone();
+    let turned = tokio::time::timeout(bound, ready.wait_for(|ready| *ready))
+        .await
+        .is_ok_and(|changed| changed.is_ok());
+    turned
+}
 
 /// Shared state of the request handlers: cheap handles only.
 #[derive(Clone)]
@@ -326,7 +346,7 @@ async fn answer_config(
             return empty(StatusCode::BAD_REQUEST);
         }
     };
-    if !*state.ready.borrow() {
+    if !ready_within(&state.ready, READY_WAIT).await {
         tracing::info!(%pool, "not ready: the caches every pool reads have not synced yet");
         return empty(StatusCode::SERVICE_UNAVAILABLE);
     }
