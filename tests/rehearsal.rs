@@ -104,3 +104,53 @@ fn an_install_from_the_bootstrap_server_to_the_replicas_passes_every_verdict() {
         failed.join("\n")
     );
 }
+
+/// The switch (`MCS_REHEARSAL_SCENARIO=switch`, `support::rehearsal`'s switch) with this server
+/// under the MCO's own rights standing in for the original (the bench runs the real one): 30
+/// machines through haproxy keeping their addresses, the DaemonSet's rolling update to this
+/// server and back while they boot, `compare` before and after, `cleanup` at the end. Every
+/// verdict must pass.
+#[tier(haproxy, ignition)]
+#[test]
+fn a_switch_to_this_server_and_back_during_a_scale_up_passes_every_verdict() {
+    let knobs = Knobs {
+        scenario: rehearsal::Scenario::Switch,
+        stand_in_original: true,
+        machines: 30,
+        burst_percent: 30.0,
+        // A third of them land on the rolling update back, while this server's replicas stop.
+        wave_percent: 30.0,
+        burst: Duration::from_secs(2),
+        trickle: Duration::from_secs(30),
+        boot: Duration::from_millis(1200),
+        lease: Some(Duration::from_secs(3)),
+        deadline: Duration::from_secs(45),
+        out_dir: support::mcs::repo().join("target/rehearsal-switch-test"),
+        ..Knobs::default()
+    };
+    let outcome =
+        rehearsal::run(&knobs).unwrap_or_else(|e| panic!("the rehearsal could not run: {e}"));
+    for verdict in &outcome.verdicts {
+        eprintln!("{verdict}");
+    }
+    let failed: Vec<String> = outcome
+        .verdicts
+        .iter()
+        .filter(|v| !v.pass)
+        .map(ToString::to_string)
+        .collect();
+    if !failed.is_empty() {
+        for replica in &outcome.facts.replicas {
+            eprintln!(
+                "--- {} (last lines) ---\n{}",
+                replica.name, replica.output_tail
+            );
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "verdicts failed (report in {}):\n{}",
+        outcome.written.table.display(),
+        failed.join("\n")
+    );
+}

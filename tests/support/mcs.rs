@@ -142,6 +142,8 @@ pub struct Server {
     args: Vec<String>,
     env: Vec<(String, String)>,
     binary: PathBuf,
+    /// Started with exactly `args` ([`Server::start_exact`]): no flag of the harness added.
+    exact: bool,
 }
 
 impl Server {
@@ -221,7 +223,27 @@ impl Server {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let mut server = Server::spawn(binary, ports, args, env);
+        let mut server = Server::spawn(binary, ports, args, env, false);
+        server.wait_started().map(|()| server)
+    }
+
+    /// `binary` with exactly `args` (which must make it listen on `ports`' serving ports: the
+    /// harness adds no flag, so any build of any server runs as its caller runs it, the
+    /// original included); waits for the insecure port's `/healthz`. `ports.metrics` is where
+    /// its admin listener is, if it has one.
+    pub fn start_exact(
+        binary: &Path,
+        ports: Ports,
+        args: &[String],
+        env: &[(String, String)],
+    ) -> Result<Server, String> {
+        let mut server = Server::spawn(
+            binary.to_path_buf(),
+            ports,
+            args.to_vec(),
+            env.to_vec(),
+            true,
+        );
         server.wait_started().map(|()| server)
     }
 
@@ -243,6 +265,7 @@ impl Server {
                 ports,
                 self.args.clone(),
                 self.env.clone(),
+                self.exact,
             );
             match next.wait_started() {
                 Ok(()) => {
@@ -268,6 +291,7 @@ impl Server {
         ports: Ports,
         args: Vec<String>,
         env: Vec<(String, String)>,
+        exact: bool,
     ) -> Server {
         let Ports {
             secure,
@@ -276,15 +300,18 @@ impl Server {
         } = ports;
         let certs = repo().join("certs");
         let mut command = Command::new(&binary);
-        command
-            .args(["--bind-address", "127.0.0.1"])
-            .args(["--secure-port", &secure.to_string()])
-            .args(["--insecure-port", &insecure.to_string()])
-            .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")]);
+        if !exact {
+            command
+                .args(["--bind-address", "127.0.0.1"])
+                .args(["--secure-port", &secure.to_string()])
+                .args(["--insecure-port", &insecure.to_string()])
+                .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")]);
+        }
         // The development certificate, unless the test gives its own pair.
-        if !args
-            .iter()
-            .any(|a| a == "--cert" || a.starts_with("--cert="))
+        if !exact
+            && !args
+                .iter()
+                .any(|a| a == "--cert" || a.starts_with("--cert="))
         {
             command
                 .arg("--cert")
@@ -325,6 +352,7 @@ impl Server {
             args,
             env,
             binary,
+            exact,
         }
     }
 
@@ -444,6 +472,11 @@ impl Server {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Whether the process has ended.
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
     /// Wait for the process to exit (after [`Self::terminate`]).

@@ -338,6 +338,47 @@ impl ReplicaRun {
     }
 }
 
+impl ReplicaRun {
+    /// A server that has no fault proxy of ours (the original): its output, and its figures
+    /// where it has an admin listener.
+    pub(super) fn named(name: &str, server: &Server) -> ReplicaRun {
+        let output = server.output();
+        let tail: Vec<&str> = output.lines().rev().take(40).collect();
+        let output_tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
+        ReplicaRun {
+            name: name.to_string(),
+            before_kill: None,
+            end: scrape(server, Duration::ZERO).unwrap_or_default(),
+            killed_at: None,
+            restarted_at: None,
+            writes: Vec::new(),
+            output,
+            output_tail,
+        }
+    }
+}
+
+/// Waits (until `deadline`) for every joined machine's MCN to exist (whoever served it: in the
+/// switch, machines the original served get an MCN without a record).
+pub(super) fn wait_for_switched_mcns(api: &ApiServer, machines: &[MachineRun], deadline: Instant) {
+    let joined: Vec<&str> = machines
+        .iter()
+        .filter(|m| m.joined.is_some())
+        .map(|m| m.plan.name.as_str())
+        .collect();
+    crate::mcs::poll_every(
+        Duration::from_millis(250),
+        deadline.saturating_duration_since(Instant::now()),
+        || {
+            let mcns = mcns_by_name(api);
+            joined
+                .iter()
+                .all(|name| mcns.contains_key(*name))
+                .then_some(())
+        },
+    );
+}
+
 /// The tools every scenario needs: haproxy, and Debian's Ignition when a machine is it.
 pub(super) fn check_tools(knobs: &Knobs) -> Result<(), String> {
     let missing = |tool: &str| !std::path::Path::new(tool).exists();

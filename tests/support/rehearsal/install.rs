@@ -515,6 +515,7 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
                 .map(|m| IpAddr::V4(m.address))
                 .collect(),
         }),
+        switch: None,
     };
     let verdicts = verdict::judge(&facts);
     let written = report::write(&facts, &verdicts)?;

@@ -25,6 +25,7 @@ pub mod machine;
 pub mod plan;
 pub mod report;
 mod scale_up;
+mod switch;
 pub mod verdict;
 
 use std::collections::BTreeMap;
@@ -47,6 +48,9 @@ pub enum Scenario {
     /// `install`: a cluster's birth, from the installer's bootstrap server to the cluster's
     /// replicas ([`install`]).
     Install,
+    /// `switch`: the original replaced by this server replica by replica during a scale-up,
+    /// and switched back ([`switch`]).
+    Switch,
 }
 
 impl Scenario {
@@ -54,6 +58,7 @@ impl Scenario {
         match text.trim() {
             "scale-up" | "scaleup" | "" => Some(Scenario::ScaleUp),
             "install" => Some(Scenario::Install),
+            "switch" => Some(Scenario::Switch),
             _ => None,
         }
     }
@@ -62,6 +67,7 @@ impl Scenario {
         match self {
             Scenario::ScaleUp => "scale-up",
             Scenario::Install => "install",
+            Scenario::Switch => "switch",
         }
     }
 }
@@ -70,8 +76,21 @@ impl Scenario {
 /// ([`Knobs::from_env`], documented in benches/README.md).
 #[derive(Clone, Debug)]
 pub struct Knobs {
-    /// `MCS_REHEARSAL_SCENARIO`: `scale-up` (default) or `install`.
+    /// `MCS_REHEARSAL_SCENARIO`: `scale-up` (default), `install` or `switch`.
     pub scenario: Scenario,
+    /// `MCS_REHEARSAL_ORIGINAL`: the original's binary, for the switch (required there in the
+    /// bench; the project never builds it).
+    pub original: Option<PathBuf>,
+    /// Without an original: this server under the MCO's own rights stands in for it (the test
+    /// tier; never from the environment).
+    pub stand_in_original: bool,
+    /// `MCS_REHEARSAL_EXTRAS`: the switch's ServiceAccount also has the extras' rights
+    /// (default 1).
+    pub extras: bool,
+    /// `MCS_REHEARSAL_DRAIN`: the switch's rolling updates stop each old pod with SIGTERM and
+    /// its grace period (default 1); 0 SIGKILLs it at once, as a pod force-deleted with no
+    /// grace, so that its in-flight answers are cut (what the verdicts must catch).
+    pub drain: bool,
     /// `MCS_REHEARSAL_MACHINES`: machines that boot (default 300).
     pub machines: usize,
     /// `MCS_REHEARSAL_BURST_PERCENT`: the share arriving in the first burst (default 40).
@@ -121,6 +140,10 @@ impl Default for Knobs {
     fn default() -> Knobs {
         Knobs {
             scenario: Scenario::ScaleUp,
+            original: None,
+            stand_in_original: false,
+            extras: true,
+            drain: true,
             machines: 300,
             burst_percent: 40.0,
             burst: Duration::from_secs(3),
@@ -164,8 +187,17 @@ impl Knobs {
         let secs = Duration::from_secs_f64;
         if let Some(text) = var("MCS_REHEARSAL_SCENARIO") {
             knobs.scenario = Scenario::parse(&text).ok_or(format!(
-                "MCS_REHEARSAL_SCENARIO={text:?}: expected scale-up or install"
+                "MCS_REHEARSAL_SCENARIO={text:?}: expected scale-up, install or switch"
             ))?;
+        }
+        if let Some(original) = var("MCS_REHEARSAL_ORIGINAL") {
+            knobs.original = Some(PathBuf::from(original));
+        }
+        if let Some(n) = number("MCS_REHEARSAL_EXTRAS")? {
+            knobs.extras = n > 0.0;
+        }
+        if let Some(n) = number("MCS_REHEARSAL_DRAIN")? {
+            knobs.drain = n > 0.0;
         }
         if let Some(n) = number("MCS_REHEARSAL_MACHINES")? {
             knobs.machines = (n as usize).max(6);
@@ -422,6 +454,98 @@ pub struct ApiWrite {
     pub uri: String,
 }
 
+/// Which server runs on a replica's ports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServerKind {
+    Original,
+    Ours,
+}
+
+impl ServerKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            ServerKind::Original => "the original",
+            ServerKind::Ours => "this server",
+        }
+    }
+}
+
+/// One command the harness ran against the cluster (`compare`, `cleanup`): its exit code and
+/// what it printed.
+#[derive(Clone, Debug)]
+pub struct Step {
+    pub label: String,
+    pub code: Option<i32>,
+    pub output: String,
+}
+
+impl Step {
+    pub fn of(label: &str, output: std::io::Result<std::process::Output>) -> Step {
+        match output {
+            Ok(output) => Step {
+                label: label.to_string(),
+                code: output.status.code(),
+                output: String::from_utf8_lossy(&output.stdout).into_owned()
+                    + &String::from_utf8_lossy(&output.stderr),
+            },
+            Err(e) => Step {
+                label: label.to_string(),
+                code: None,
+                output: e.to_string(),
+            },
+        }
+    }
+}
+
+/// What only the switch has ([`switch`]).
+#[derive(Clone, Debug)]
+pub struct SwitchFacts {
+    /// This server under the MCO's rights stood in for the original.
+    pub stand_in: bool,
+    pub extras: bool,
+    /// Per replica: from when each kind of server ran on its ports.
+    pub history: Vec<Vec<(Duration, ServerKind)>>,
+    /// The original's answers before the switch, after switching back, and after `cleanup`,
+    /// by `(pool, spec)`.
+    pub reference: BTreeMap<(String, String), Vec<u8>>,
+    pub after: BTreeMap<(String, String), Vec<u8>>,
+    pub after_cleanup: BTreeMap<(String, String), Vec<u8>>,
+    /// `compare` before and after, and `cleanup`'s three runs.
+    pub steps: Vec<Step>,
+}
+
+impl SwitchFacts {
+    /// Which server ran on replica `index`'s ports at `at`.
+    pub fn kind_at(&self, index: usize, at: Duration) -> Option<ServerKind> {
+        self.history
+            .get(index)?
+            .iter()
+            .rev()
+            .find(|(from, _)| *from <= at)
+            .map(|(_, kind)| *kind)
+    }
+
+    /// When the last of this server's replicas stopped running (`None`: one still runs, or
+    /// none ever ran).
+    pub fn ours_left(&self) -> Option<Duration> {
+        let mut left = None;
+        for history in &self.history {
+            match history.last() {
+                Some((_, ServerKind::Ours)) => return None,
+                _ => {
+                    let ended = history
+                        .windows(2)
+                        .filter(|w| w[0].1 == ServerKind::Ours)
+                        .map(|w| w[1].0)
+                        .max();
+                    left = left.max(ended);
+                }
+            }
+        }
+        left
+    }
+}
+
 /// What only the install scenario has ([`install`]).
 #[derive(Clone, Debug)]
 pub struct InstallFacts {
@@ -481,6 +605,8 @@ pub struct Facts {
     pub settle_wait: Duration,
     /// The install scenario's own facts.
     pub install: Option<InstallFacts>,
+    /// The switch's own facts.
+    pub switch: Option<SwitchFacts>,
 }
 
 /// The outcome of a run.
@@ -502,5 +628,6 @@ pub fn run(knobs: &Knobs) -> Result<Outcome, String> {
     match knobs.scenario {
         Scenario::ScaleUp => scale_up::run(knobs),
         Scenario::Install => install::run(knobs),
+        Scenario::Switch => switch::run(knobs),
     }
 }

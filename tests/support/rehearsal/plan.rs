@@ -261,7 +261,8 @@ impl Rng {
 
 /// The machines of a run: a burst (`burst_percent` of them within `burst`), then a steady
 /// trickle over `trickle`, and a second wave (`wave_percent` within `wave`) that begins half a
-/// second before the kill, so the replica dies with requests in flight; pools about 10% master, 25% layered, the rest worker (at least two
+/// second before the kill (the switch: the rolling update back), so the replica stops with
+/// requests in flight; pools about 10% master, 25% layered, the rest worker (at least two
 /// of each); releases drawn from [`RELEASES`]; one in ten over the plain port; a share
 /// `failure_percent` failing their first boot (alternately for good and joining on a second
 /// boot, at least one of each when the share is above 0). With `real_ignition`, the first
@@ -273,9 +274,14 @@ pub fn machines(knobs: &Knobs) -> Vec<Machine> {
     let wave_count = (((n as f64) * knobs.wave_percent / 100.0).round() as usize)
         .min(n.saturating_sub(burst_count));
     let trickled = n - burst_count - wave_count;
-    // The second wave starts half a second before the kill (or where it would be).
+    // The second wave starts half a second before the kill (or where it would be); in the
+    // switch, before the rolling update back, when this server's replicas stop.
+    let disruption = match knobs.scenario {
+        super::Scenario::Switch => SWITCH_BACK_AT,
+        _ => KILL_AT,
+    };
     let wave_start = (knobs.burst + knobs.trickle)
-        .mul_f64(KILL_AT)
+        .mul_f64(disruption)
         .saturating_sub(Duration::from_millis(500));
     let failures = if knobs.failure_percent > 0.0 {
         (((n as f64) * knobs.failure_percent / 100.0).round() as usize).max(2)
@@ -346,6 +352,10 @@ pub fn machines(knobs: &Knobs) -> Vec<Machine> {
 
 /// When the Lease holder is killed, as a fraction of the arrival window.
 const KILL_AT: f64 = 0.45;
+/// The switch: when the rolling update to this server starts, and the one back to the
+/// original, as fractions of the arrival window.
+pub const SWITCH_TO_AT: f64 = 0.2;
+pub const SWITCH_BACK_AT: f64 = 0.6;
 
 /// The day's script over the arrival window `burst + trickle` (fractions of it, so a small
 /// rehearsal keeps the same order of events as a large one).

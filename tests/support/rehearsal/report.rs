@@ -43,6 +43,8 @@ struct Series {
     transport_errors: Vec<usize>,
     retries: Vec<usize>,
     per_replica: Vec<Vec<usize>>,
+    /// The switch: requests per second by which server answered (the original, this server).
+    per_kind: Vec<(&'static str, Vec<usize>)>,
 }
 
 fn bucket(at: Duration) -> usize {
@@ -74,13 +76,30 @@ fn series(facts: &Facts) -> Series {
     };
     let attempts = || facts.machines.iter().flat_map(|m| m.fetch.attempts.iter());
     let mut per_replica = vec![vec![0usize; seconds]; facts.replicas.len()];
+    let kinds = [super::ServerKind::Original, super::ServerKind::Ours];
+    let mut per_kind: Vec<(&'static str, Vec<usize>)> = match &facts.switch {
+        Some(_) => kinds
+            .iter()
+            .map(|k| (k.label(), vec![0usize; seconds]))
+            .collect(),
+        None => Vec::new(),
+    };
     for attempt in attempts() {
         if let Some(replica) = attempt
             .local
             .and_then(|local| replica_of(facts, local, attempt.started))
         {
+            let second = bucket(attempt.ended).min(seconds - 1);
             if let Some(row) = per_replica.get_mut(replica) {
-                row[bucket(attempt.ended).min(seconds - 1)] += 1;
+                row[second] += 1;
+            }
+            let kind = facts
+                .switch
+                .as_ref()
+                .and_then(|switch| switch.kind_at(replica, attempt.started));
+            if let Some(kind) = kind {
+                let index = kinds.iter().position(|k| *k == kind).unwrap_or(0);
+                per_kind[index].1[second] += 1;
             }
         }
     }
@@ -118,6 +137,7 @@ fn series(facts: &Facts) -> Series {
                 .map(|a| a.started),
         ),
         per_replica,
+        per_kind,
     }
 }
 
@@ -330,9 +350,14 @@ pub fn fetch_table(facts: &Facts) -> String {
 fn draw(facts: &Facts, series: &Series, path: &PathBuf) -> Result<(), Box<dyn std::error::Error>> {
     let root = SVGBackend::new(path, (1400, 900)).into_drawing_area();
     root.fill(&WHITE)?;
+    let title = match facts.knobs.scenario {
+        super::Scenario::ScaleUp => "Scale-up rehearsal",
+        super::Scenario::Install => "Install rehearsal (bootstrap server, then the replicas)",
+        super::Scenario::Switch => "Switch rehearsal (the original to this server and back)",
+    };
     let root = root.titled(
         &format!(
-            "Scale-up rehearsal: {} machines, {} replicas behind haproxy, {}",
+            "{title}: {} machines, {} servers behind haproxy, {}",
             facts.machines.len(),
             facts.replicas.len(),
             facts.api
@@ -423,6 +448,7 @@ fn draw(facts: &Facts, series: &Series, path: &PathBuf) -> Result<(), Box<dyn st
         .per_replica
         .iter()
         .flatten()
+        .chain(series.per_kind.iter().flat_map(|(_, row)| row))
         .chain(&series.server_errors)
         .chain(&series.transport_errors)
         .chain(&series.retries)
@@ -458,9 +484,24 @@ fn draw(facts: &Facts, series: &Series, path: &PathBuf) -> Result<(), Box<dyn st
                 row.iter().enumerate().map(|(s, v)| (s as f64 + 0.5, *v)),
                 color.stroke_width(2),
             ))?
-            .label(format!("requests, {}", replica_name(index)))
+            .label(format!(
+                "requests, {}",
+                super::verdict::backend_name(facts, index)
+            ))
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+    }
+    for (index, (label, row)) in series.per_kind.iter().enumerate() {
+        let color = [RGBColor(90, 90, 90), RGBColor(227, 119, 194)][index % 2];
+        rates
+            .draw_series(LineSeries::new(
+                row.iter().enumerate().map(|(s, v)| (s as f64 + 0.5, *v)),
+                color.stroke_width(4),
+            ))?
+            .label(format!("answered by {label}"))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(4))
             });
     }
     let problems: [(&str, &Vec<usize>, RGBColor); 3] = [

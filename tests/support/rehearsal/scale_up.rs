@@ -143,6 +143,7 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
         storm,
         settle_wait,
         install: None,
+        switch: None,
     };
     let verdicts = verdict::judge(&facts);
     let written = report::write(&facts, &verdicts)?;

@@ -167,6 +167,23 @@ fn list(items: &[String]) -> String {
 /// Every verdict of the run, in the order of the module docs (the install's own list when
 /// the scenario is the install).
 pub fn judge(facts: &Facts) -> Vec<Verdict> {
+    if let Some(switch) = &facts.switch {
+        return vec![
+            machines_served(facts),
+            switch_bodies_are_the_originals(facts, switch),
+            switch_cut_nothing(facts, switch),
+            switch_records(facts, switch),
+            switch_back_unchanged(switch),
+            switch_steps(
+                switch,
+                "compare",
+                "compare --against the original exits 0 before and after",
+            ),
+            switch_cleanup(switch),
+            spec_negotiated(facts),
+            real_ignition(facts),
+        ];
+    }
     if let Some(install) = &facts.install {
         return vec![
             machines_served(facts),
@@ -1120,6 +1137,298 @@ fn no_worker_has_a_bootstrap_record(facts: &Facts) -> Verdict {
                 String::new()
             } else {
                 format!(" [{}]", list(&wrong))
+            }
+        ),
+    )
+}
+
+/// The switch: which kind of server answered a machine's last attempt.
+fn answered_by(
+    facts: &Facts,
+    switch: &super::SwitchFacts,
+    run: &MachineRun,
+) -> Option<super::ServerKind> {
+    let last = run.fetch.attempts.last()?;
+    let backend = served_by(facts, run)?;
+    // By when the answer ended: the old pod had exited before its successor began (the
+    // history's instants), so an answer that ended after one began is the successor's.
+    switch.kind_at(backend, last.ended)
+}
+
+/// The switch: every body a machine received is the original's for the same pool and spec
+/// (the cluster's state is held still), whoever served it.
+fn switch_bodies_are_the_originals(facts: &Facts, switch: &super::SwitchFacts) -> Verdict {
+    let mut by_kind: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut wrong = Vec::new();
+    let mut unknown = 0;
+    for run in &facts.machines {
+        let (Some(served), Some(body)) = (&run.served, &run.fetch.body) else {
+            continue;
+        };
+        let kind = answered_by(facts, switch, run);
+        let label = kind.map_or("an unknown server", |k| k.label());
+        match switch
+            .reference
+            .get(&(run.plan.pool.name().to_string(), served.spec.clone()))
+        {
+            Some(reference) if reference == body => *by_kind.entry(label).or_default() += 1,
+            Some(_) => wrong.push(format!(
+                "{} ({} at {}, from {label})",
+                run.plan.name,
+                run.plan.pool.name(),
+                served.spec
+            )),
+            None => unknown += 1,
+        }
+    }
+    verdict(
+        "every body a machine received is the original's",
+        wrong.is_empty() && unknown == 0,
+        format!(
+            "{} byte-identical ({}); {} differ{}; {unknown} with no reference answer",
+            by_kind.values().sum::<usize>(),
+            by_kind
+                .iter()
+                .map(|(k, n)| format!("{n} from {k}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            wrong.len(),
+            if wrong.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", list(&wrong))
+            }
+        ),
+    )
+}
+
+/// The switch: stopping this server's replicas (SIGTERM, its drain) cut no machine's request;
+/// what stopping the original's cut is counted (it is the original's behaviour).
+fn switch_cut_nothing(facts: &Facts, switch: &super::SwitchFacts) -> Verdict {
+    let mut cut: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
+    for run in &facts.machines {
+        for attempt in &run.fetch.attempts {
+            if attempt.status().is_some_and(|s| s < 500) {
+                continue;
+            }
+            let Some(backend) = attempt
+                .local
+                .and_then(|local| replica_of(facts, local, attempt.started))
+            else {
+                continue;
+            };
+            // A failure on a replica whose server was replaced within the grace period after it.
+            let Some(history) = switch.history.get(backend) else {
+                continue;
+            };
+            for pair in history.windows(2) {
+                let (stopped_kind, replaced_at) = (pair[0].1, pair[1].0);
+                if attempt.ended <= replaced_at + Duration::from_millis(500)
+                    && attempt.ended + Duration::from_secs(12) >= replaced_at
+                {
+                    cut.entry(stopped_kind.label())
+                        .or_default()
+                        .push(run.plan.name.clone());
+                }
+            }
+        }
+    }
+    let ours = cut
+        .get(super::ServerKind::Ours.label())
+        .cloned()
+        .unwrap_or_default();
+    let theirs = cut
+        .get(super::ServerKind::Original.label())
+        .map_or(0, Vec::len);
+    verdict(
+        "stopping this server's replicas cut no machine's request",
+        ours.is_empty(),
+        format!(
+            "{} attempts failed while one of this server's replicas stopped{}; {theirs} while one of the original's stopped (its own shutdown)",
+            ours.len(),
+            if ours.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", list(&ours))
+            }
+        ),
+    )
+}
+
+/// How long after a Node's MCN appears this server's Lease holder may take to write its record:
+/// a Lease left by a replica that stopped taken over (twice its duration at most), and the
+/// records writer's own few seconds.
+fn record_write_slack(facts: &Facts) -> Duration {
+    2 * facts.knobs.lease.unwrap_or(Duration::from_secs(15)) + Duration::from_secs(5)
+}
+
+/// The switch: with the extras, every machine this server served has its MCN record naming
+/// the replica; every machine the original served has none; without the extras none has one.
+fn switch_records(facts: &Facts, switch: &super::SwitchFacts) -> Verdict {
+    let mut wrong = Vec::new();
+    let (mut ours, mut theirs, mut kept) = (0, 0, 0);
+    let held = recorded_addresses(facts.records.as_ref());
+    let (left, slack) = (switch.ours_left(), record_write_slack(facts));
+    for run in &facts.machines {
+        let (Some(served), Some((joined, _))) = (&run.served, &run.joined) else {
+            continue;
+        };
+        let mcn = facts.mcns.get(&run.plan.name);
+        let record = mcn.and_then(|m| mcn_annotation(m, "bootstrap-rendered-config"));
+        match answered_by(facts, switch, run) {
+            Some(super::ServerKind::Ours) if switch.extras => {
+                ours += 1;
+                let replica = served_by(facts, run).map(|i| backend_name(facts, i));
+                let by = mcn.and_then(|m| mcn_annotation(m, "bootstrap-served-by"));
+                let on_mcn =
+                    record.as_deref() == Some(served.rendered_config.as_str()) && by == replica;
+                // A Node that joined as the last of this server's replicas left (within the
+                // time its Lease holder takes to write a record) finds no writer: its record
+                // is kept in the records ConfigMap, which `cleanup` removes, never lost.
+                let late = left.is_some_and(|left| *joined + slack > left);
+                if !on_mcn
+                    && late
+                    && record.is_none()
+                    && held.contains(&run.plan.address.to_string())
+                {
+                    kept += 1;
+                } else if !on_mcn {
+                    wrong.push(format!("{}: record {record:?} by {by:?}", run.plan.name));
+                }
+            }
+            Some(_) | None => {
+                theirs += 1;
+                if record.is_some() {
+                    wrong.push(format!(
+                        "{}: a record ({record:?}) it was not served by us",
+                        run.plan.name
+                    ));
+                }
+            }
+        }
+    }
+    verdict(
+        if switch.extras {
+            "every machine this server served has its MCN record, the original's none"
+        } else {
+            "without the extras no MCN record is written"
+        },
+        wrong.is_empty(),
+        format!(
+            "{ours} served by this server ({kept} of them joined as it left: record kept in the records ConfigMap), {theirs} by the original (or without the extras); {} wrong{}",
+            wrong.len(),
+            if wrong.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", list(&wrong))
+            }
+        ),
+    )
+}
+
+/// The switch: switched back, the original answers byte for byte as before the switch, with
+/// everything this server wrote still in the cluster, and again once `cleanup` removed it.
+fn switch_back_unchanged(switch: &super::SwitchFacts) -> Verdict {
+    let differ = |other: &BTreeMap<(String, String), Vec<u8>>| -> Vec<String> {
+        switch
+            .reference
+            .iter()
+            .filter(|(key, body)| other.get(*key) != Some(*body))
+            .map(|((pool, spec), _)| format!("{pool} at {spec}"))
+            .collect()
+    };
+    let (after, cleaned) = (differ(&switch.after), differ(&switch.after_cleanup));
+    verdict(
+        "switched back, the original answers as before, with and without what this server left",
+        after.is_empty() && cleaned.is_empty() && !switch.reference.is_empty(),
+        format!(
+            "{} answers compared: {} differ with this server's objects present, {} after cleanup{}",
+            switch.reference.len(),
+            after.len(),
+            cleaned.len(),
+            if after.is_empty() && cleaned.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", list(&[after, cleaned].concat()))
+            }
+        ),
+    )
+}
+
+/// The switch: the steps whose label starts with `prefix` all exited 0.
+fn switch_steps(switch: &super::SwitchFacts, prefix: &str, name: &'static str) -> Verdict {
+    let steps: Vec<&super::Step> = switch
+        .steps
+        .iter()
+        .filter(|s| s.label.starts_with(prefix))
+        .collect();
+    let failed: Vec<String> = steps
+        .iter()
+        .filter(|s| s.code != Some(0))
+        .map(|s| {
+            format!(
+                "{}: exit {:?}: {}",
+                s.label,
+                s.code,
+                s.output.lines().last().unwrap_or_default()
+            )
+        })
+        .collect();
+    verdict(
+        name,
+        failed.is_empty() && !steps.is_empty(),
+        format!(
+            "{} run(s){}",
+            steps.len(),
+            if failed.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", failed.join("; "))
+            }
+        ),
+    )
+}
+
+/// The switch: `cleanup` lists what this server left (exit 2 when it left something), removes
+/// it with `--remove` (exit 0), and then lists nothing (exit 0).
+fn switch_cleanup(switch: &super::SwitchFacts) -> Verdict {
+    let step = |label: &str| switch.steps.iter().find(|s| s.label == label);
+    let (dry, remove, again) = (
+        step("cleanup (dry run)"),
+        step("cleanup --remove"),
+        step("cleanup (dry run, again)"),
+    );
+    let code = |s: Option<&super::Step>| s.and_then(|s| s.code);
+    // The report lists each object two spaces in (its details deeper).
+    let listed = dry.map_or(0, |s| {
+        s.output
+            .lines()
+            .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+            .count()
+    });
+    let pass = code(dry).is_some_and(|c| c == 2 || (c == 0 && !switch.extras))
+        && code(remove) == Some(0)
+        && code(again) == Some(0);
+    verdict(
+        "cleanup lists what this server left, removes it, and then lists nothing",
+        pass,
+        format!(
+            "dry run exit {:?} ({listed} line(s) listed), --remove exit {:?}, dry run again exit {:?}{}",
+            code(dry),
+            code(remove),
+            code(again),
+            if pass {
+                String::new()
+            } else {
+                format!(
+                    " [{}]",
+                    [dry, remove, again]
+                        .iter()
+                        .flatten()
+                        .map(|s| format!("{}: {}", s.label, s.output.trim()))
+                        .collect::<Vec<_>>()
+                        .join(" | ")
+                )
             }
         ),
     )
