@@ -278,17 +278,22 @@ fn tls_sides(
     for cert in CertificateDer::pem_slice_iter(&b64(&cluster["certificate-authority-data"])) {
         roots.add(cert.unwrap()).unwrap();
     }
-    let chain: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_slice_iter(&b64(&user["client-certificate-data"]))
-            .map(Result::unwrap)
-            .collect();
-    let key = PrivateKeyDer::from_pem_slice(&b64(&user["client-key-data"])).unwrap();
     let client = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .unwrap()
-        .with_root_certificates(roots)
-        .with_client_auth_cert(chain, key)
-        .unwrap();
+        .with_root_certificates(roots);
+    // A ServiceAccount's kubeconfig has a token, no client certificate: the token goes on in the
+    // forwarded Authorization header, and the proxy must not authenticate as anyone itself.
+    let client = if user.get("client-key-data").is_some() {
+        let chain: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(&b64(&user["client-certificate-data"]))
+                .map(Result::unwrap)
+                .collect();
+        let key = PrivateKeyDer::from_pem_slice(&b64(&user["client-key-data"])).unwrap();
+        client.with_client_auth_cert(chain, key).unwrap()
+    } else {
+        client.with_no_client_auth()
+    };
     let upstream = Upstream::Tls {
         address: upstream_address,
         name: rustls::pki_types::ServerName::IpAddress(upstream_address.ip().into()),
