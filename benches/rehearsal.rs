@@ -55,6 +55,12 @@ fn main() -> ExitCode {
         outcome.written.machines_csv.display(),
         outcome.written.table.display()
     );
+    if let Some(dashboard) = &outcome.written.dashboard {
+        println!(
+            "the console dashboard as Prometheus saw the run: {}",
+            dashboard.display()
+        );
+    }
     if outcome.passed() {
         ExitCode::SUCCESS
     } else {

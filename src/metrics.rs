@@ -284,6 +284,10 @@ impl Metrics {
             "Failed renders by error kind",
             render_errors.clone(),
         );
+        // Present from the start at 0 (a panel of failures by kind reads 0, not "no data").
+        for kind in crate::render::RenderError::KINDS {
+            let _ = render_errors.get_or_create(&KindLabel { kind });
+        }
         let cache_hits = Counter::default();
         registry.register(
             "cache_hits",
@@ -947,6 +951,18 @@ impl PoolStatusBoard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_render_error_kind_reads_zero_before_the_first_failure() {
+        let text = Metrics::new().encode();
+        for kind in crate::render::RenderError::KINDS {
+            let line = format!("mcs_render_errors_total{{kind=\"{kind}\"}} 0");
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing from:\n{text}"
+            );
+        }
+    }
 
     #[test]
     fn unknown_pools_share_one_label() {

@@ -60,9 +60,7 @@ fn dashboard_dir() -> PathBuf {
 }
 
 fn dashboard() -> Value {
-    let path = dashboard_dir().join("machine-config-server.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).expect("the dashboard is JSON")
+    support::dashboard::load().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn yaml_file(path: &Path) -> Value {
@@ -73,35 +71,15 @@ fn yaml_file(path: &Path) -> Value {
     first.expect("a document")
 }
 
-/// Every panel that is not a row, rows' own panels included (a collapsed row holds them).
 fn panels(dashboard: &Value) -> Vec<Value> {
-    let mut out = Vec::new();
-    for panel in dashboard["panels"].as_array().expect("panels") {
-        if panel["type"] == "row" {
-            out.extend(panel["panels"].as_array().cloned().unwrap_or_default());
-        } else {
-            out.push(panel.clone());
-        }
-    }
-    out
+    support::dashboard::panels(dashboard)
 }
 
 /// Each panel query: the panel's title and the query.
 fn queries() -> Vec<(String, String)> {
-    panels(&dashboard())
-        .iter()
-        .flat_map(|panel| {
-            let title = panel["title"].as_str().unwrap_or_default().to_owned();
-            panel["targets"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-                .into_iter()
-                .map(move |target| {
-                    let expr = target["expr"].as_str().unwrap_or_default().to_owned();
-                    (title.clone(), expr)
-                })
-        })
+    support::dashboard::queries(&dashboard())
+        .into_iter()
+        .map(|q| (q.panel, q.expr))
         .collect()
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use support::rehearsal::{self, Knobs};
 use support::tier;
 
-#[tier(haproxy, ignition)]
+#[tier(haproxy, ignition, promtool)]
 #[test]
 fn a_small_scale_up_through_a_rollout_a_build_and_a_sigkill_passes_every_verdict() {
     let knobs = Knobs {
@@ -64,7 +64,7 @@ fn a_small_scale_up_through_a_rollout_a_build_and_a_sigkill_passes_every_verdict
 /// bootstrap server drained and gone. Every verdict must pass: each master's MCN carries the
 /// bootstrap server's record, nothing is stranded or lost, both modes serve the same master
 /// config.
-#[tier(haproxy, ignition)]
+#[tier(haproxy, ignition, promtool)]
 #[test]
 fn an_install_from_the_bootstrap_server_to_the_replicas_passes_every_verdict() {
     let knobs = Knobs {
@@ -110,7 +110,7 @@ fn an_install_from_the_bootstrap_server_to_the_replicas_passes_every_verdict() {
 /// machines through haproxy keeping their addresses, the DaemonSet's rolling update to this
 /// server and back while they boot, `compare` before and after, `cleanup` at the end. Every
 /// verdict must pass.
-#[tier(haproxy, ignition)]
+#[tier(haproxy, ignition, promtool)]
 #[test]
 fn a_switch_to_this_server_and_back_during_a_scale_up_passes_every_verdict() {
     let knobs = Knobs {

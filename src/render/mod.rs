@@ -87,7 +87,21 @@ fn kinds(inputs: &[Input]) -> String {
 }
 
 impl RenderError {
-    /// Short, stable name used as a metric label.
+    /// Every value [`RenderError::kind`] returns: `mcs_render_errors_total` carries each from
+    /// the start at 0, so that a dashboard shows "0 failures" rather than "no data".
+    pub const KINDS: [&'static str; 9] = [
+        "not_found",
+        "pool_not_served",
+        "unknown_pool",
+        "missing_machine_config",
+        "invalid_input",
+        "parse",
+        "kernel_arguments",
+        "translate",
+        "not_ready",
+    ];
+
+    /// Short, stable name used as a metric label (one of [`RenderError::KINDS`]).
     pub fn kind(&self) -> &'static str {
         match self {
             Self::NotFound(_) => "not_found",

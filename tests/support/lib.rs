@@ -8,6 +8,7 @@
 //!   ([`fake_apiserver`]), or a real kube-apiserver ([`real_apiserver`]) when
 //!   `KUBEBUILDER_ASSETS` names one.
 //! - [`cluster`]: the project's fixtures loaded into an API server as a cluster has them.
+//! - [`dashboard`]: the console dashboard the project ships, as its panels and queries.
 //! - [`balancer`], [`fault_proxy`]: the client-address-keeping load balancer in front of
 //!   several replicas, and the fault-injecting proxy between a replica and its API server.
 //! - [`haproxy`]: a real haproxy in front of the server, sending the PROXY protocol.
@@ -23,6 +24,8 @@
 //! - [`elf`]: how an ELF executable links (`DT_NEEDED`, PIE), read as OpenShift's payload
 //!   scanner reads it.
 //! - [`openssl_fips`]: the environment of a server that loads OpenSSL's FIPS provider.
+//! - [`prometheus`]: a real Prometheus on loopback scraping the servers a test names, and its
+//!   HTTP API (the rehearsal's operator view evaluates the console dashboard through it).
 //! - [`promql`]: the metrics and labels a PromQL expression reads, checked against real
 //!   scrapes of the server (the alerting rules' and the dashboard's tests).
 //! - [`tier`]: the `#[tier(...)]` attribute of tests that need more than this repository.
@@ -30,6 +33,7 @@
 pub mod api_server;
 pub mod balancer;
 pub mod cluster;
+pub mod dashboard;
 pub mod elf;
 pub mod fake_apiserver;
 pub mod fault_proxy;
@@ -39,6 +43,7 @@ pub mod hypershift;
 pub mod ignition_samples;
 pub mod mcs;
 pub mod openssl_fips;
+pub mod prometheus;
 pub mod promql;
 pub mod real_apiserver;
 pub mod rehearsal;

@@ -49,6 +49,18 @@ pub(super) fn replica_args(
     args
 }
 
+/// Prometheus's targets: each backend's admin listener (`ports` in the balancer's order) with
+/// its pod's name.
+pub(super) fn scrape_targets(backends: &[(String, u16)]) -> Vec<crate::prometheus::Target> {
+    backends
+        .iter()
+        .map(|(pod, metrics)| crate::prometheus::Target {
+            pod: pod.clone(),
+            address: SocketAddr::from(([127, 0, 0, 1], *metrics)),
+        })
+        .collect()
+}
+
 /// The scale-up's replicas tell machines where and how to report a first-boot failure
 /// (upstream PR #6124).
 pub(super) const ADVERTISE_FAILURES: &[&str] = &["--advertise-failure-reporting"];
@@ -56,10 +68,7 @@ pub(super) const ADVERTISE_FAILURES: &[&str] = &["--advertise-failure-reporting"
 pub(super) fn replica_env(index: usize, lease: Option<Duration>) -> Vec<(String, String)> {
     use machine_config_server::mcn;
     let mut env = vec![
-        (
-            "POD_NAME".to_string(),
-            format!("machine-config-server-{index}"),
-        ),
+        ("POD_NAME".to_string(), super::pod_name(index)),
         (mcn::ENV_NODE_NAME.to_string(), replica_name(index)),
         ("RUST_LOG".to_string(), "info".to_string()),
     ];
@@ -151,7 +160,10 @@ pub(super) fn start_replica(
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let env = replica_env(index, knobs.lease);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    for _ in 0..5 {
+    // Fixed ports can be held a moment by a client's outgoing connection (Prometheus scraping
+    // a target that does not run yet): a few seconds of tries.
+    let tries = if ports.is_some() { 20 } else { 5 };
+    for _ in 0..tries {
         match Server::start_on_binary(
             knobs.binary.as_deref(),
             ports.unwrap_or_else(Ports::free),
@@ -386,6 +398,12 @@ pub(super) fn check_tools(knobs: &Knobs) -> Result<(), String> {
         return Err(format!(
             "{} is missing: install Debian's haproxy",
             crate::haproxy::HAPROXY
+        ));
+    }
+    if knobs.prometheus && missing(crate::prometheus::PROMETHEUS) {
+        return Err(format!(
+            "{} is missing: install Debian's prometheus, or set MCS_REHEARSAL_PROMETHEUS=0",
+            crate::prometheus::PROMETHEUS
         ));
     }
     if knobs.real_ignition && missing(machine::IGNITION) {

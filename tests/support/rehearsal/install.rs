@@ -24,8 +24,8 @@ use super::engine::{self, Kill, Replica};
 use super::machine::Balancer;
 use super::plan::{self, Client, Fate, Machine, Pool, RELEASES};
 use super::{
-    cluster, report, verdict, Facts, InstallFacts, Knobs, MachineRun, Marks, ModeComparison,
-    Outcome, ReplicaRun, Served, REPLICAS,
+    cluster, dashboard, report, verdict, Facts, InstallFacts, Knobs, MachineRun, Marks,
+    ModeComparison, Outcome, ReplicaRun, Served, REPLICAS,
 };
 use crate::api_server::{ApiServer, Options};
 use crate::fault_proxy::{Fault, FaultProxy};
@@ -259,6 +259,9 @@ fn compare_modes(bootstrap: &Server, replica: &Server, spec: &str) -> ModeCompar
     }
 }
 
+/// The `pod` label of the bootstrap server's metrics (the static pod on the bootstrap node).
+const BOOTSTRAP_POD: &str = "bootstrap-machine-config-server";
+
 /// The install, played and judged ([`super::run`]).
 pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
     engine::check_tools(knobs)?;
@@ -295,6 +298,20 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
         })
         .collect();
     let (haproxy, balancer) = engine::balancer_for(&backends);
+    let targets = engine::scrape_targets(
+        &ports
+            .iter()
+            .enumerate()
+            .map(|(index, p)| {
+                let pod = match index {
+                    0 => BOOTSTRAP_POD.to_string(),
+                    _ => super::pod_name(index - 1),
+                };
+                (pod, p.metrics)
+            })
+            .collect::<Vec<_>>(),
+    );
+    let watch = dashboard::Watch::start(knobs.prometheus, &targets)?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
@@ -312,6 +329,9 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
     let workers_at = Duration::from_millis(10_000);
     let drain_at = workers_at + window.mul_f64(0.5);
     let plan = machines(knobs, workers_at, Duration::from_millis(3000));
+    if let Some(watch) = &watch {
+        watch.settle();
+    }
     let t0 = Instant::now();
     let give_up = t0 + workers_at + window + knobs.deadline;
     let (monitor, mcn_complete) = engine::watch_mcn_records(api.clone(), stop.clone(), t0);
@@ -516,6 +536,9 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
                 .collect(),
         }),
         switch: None,
+        operator: watch.as_ref().map(|w| w.read(&targets, t0)),
+        // compare_modes asked the bootstrap server and a replica for the master config.
+        own_answers: [("master".to_string(), 2)].into_iter().collect(),
     };
     let verdicts = verdict::judge(&facts);
     let written = report::write(&facts, &verdicts)?;

@@ -19,6 +19,7 @@
 //! `tests/rehearsal.rs` a small one on every change.
 
 pub mod cluster;
+pub mod dashboard;
 mod engine;
 mod install;
 pub mod machine;
@@ -127,6 +128,10 @@ pub struct Knobs {
     /// `MCS_REHEARSAL_DEADLINE_SECONDS`: how long after the last arrival the harness waits for
     /// every machine's MCN (default 120).
     pub deadline: Duration,
+    /// `MCS_REHEARSAL_PROMETHEUS`: a real Prometheus (Debian's) scrapes the servers and the
+    /// console dashboard's queries are drawn and judged at the end (default 1; the run fails
+    /// when Prometheus is missing and this is on).
+    pub prometheus: bool,
     /// `MCS_REHEARSAL_SEED` (default 1).
     pub seed: u64,
     /// `MCS_REHEARSAL_OUT`: where the report goes (default `target/rehearsal`).
@@ -160,6 +165,7 @@ impl Default for Knobs {
             real_ignition: true,
             lease: None,
             deadline: Duration::from_secs(120),
+            prometheus: true,
             seed: 1,
             out_dir: crate::mcs::repo().join("target/rehearsal"),
             binary: None,
@@ -247,6 +253,9 @@ impl Knobs {
         if let Some(n) = number("MCS_REHEARSAL_DEADLINE_SECONDS")? {
             knobs.deadline = secs(n);
         }
+        if let Some(n) = number("MCS_REHEARSAL_PROMETHEUS")? {
+            knobs.prometheus = n > 0.0;
+        }
         if let Some(n) = number("MCS_REHEARSAL_SEED")? {
             knobs.seed = n as u64;
         }
@@ -264,6 +273,11 @@ impl Knobs {
 /// control-plane Nodes they run on.
 pub fn replica_name(index: usize) -> String {
     format!("master-{index}")
+}
+
+/// The replicas' pod names (`POD_NAME`, and the `pod` label their metrics carry).
+pub fn pod_name(index: usize) -> String {
+    format!("machine-config-server-{index}")
 }
 
 /// `--apiserver-url` of the replicas (written into the served kubeconfig).
@@ -607,6 +621,13 @@ pub struct Facts {
     pub install: Option<InstallFacts>,
     /// The switch's own facts.
     pub switch: Option<SwitchFacts>,
+    /// What a real Prometheus scraping the run saw, as the console dashboard shows it
+    /// ([`dashboard`]; `None` with `MCS_REHEARSAL_PROMETHEUS=0`).
+    pub operator: Option<dashboard::OperatorView>,
+    /// Config answers the harness itself asked servers of ours for during the storm, by pool
+    /// (the install's comparison of both modes), which their counters hold beside the
+    /// machines'.
+    pub own_answers: BTreeMap<String, usize>,
 }
 
 /// The outcome of a run.

@@ -8,7 +8,9 @@
 //! - `machines.csv`: one row per machine (what it asked, what it got, from which replica, when);
 //! - `api-writes.csv`: every write of every replica to the API (its fault proxy's log), and
 //!   `<replica>.log`: what each replica printed;
-//! - `fetch-times.md`: p50/p99/max fetch time per pool, and the verdicts.
+//! - `fetch-times.md`: p50/p99/max fetch time per pool, and the verdicts;
+//! - `dashboard.svg`: the console dashboard's panels as a real Prometheus saw the run
+//!   ([`super::dashboard`]), and `prometheus.log`: what it logged.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -28,6 +30,8 @@ pub struct Written {
     pub csv: PathBuf,
     pub machines_csv: PathBuf,
     pub table: PathBuf,
+    /// The console dashboard's panels as Prometheus saw the run (when it watched).
+    pub dashboard: Option<PathBuf>,
     /// The fetch-time table, as printed.
     pub fetch_table: String,
 }
@@ -202,6 +206,7 @@ pub fn write(facts: &Facts, verdicts: &[Verdict]) -> Result<Written, String> {
         csv: dir.join("timeline.csv"),
         machines_csv: dir.join("machines.csv"),
         table: dir.join("fetch-times.md"),
+        dashboard: facts.operator.as_ref().map(|_| dir.join("dashboard.svg")),
         fetch_table: fetch_table(facts),
     };
     let save = |path: &PathBuf, text: String| {
@@ -241,6 +246,12 @@ pub fn write(facts: &Facts, verdicts: &[Verdict]) -> Result<Written, String> {
     }
     save(&written.table, table)?;
     draw(facts, &series, &written.svg).map_err(|e| format!("timeline.svg: {e}"))?;
+    if let Some(path) = &written.dashboard {
+        super::dashboard::draw(facts, &marks(facts), path)?;
+        if let Some(view) = &facts.operator {
+            save(&dir.join("prometheus.log"), view.log.clone())?;
+        }
+    }
     Ok(written)
 }
 

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::engine::{self, Kill, Replica};
-use super::{cluster, plan, report, verdict, Facts, Knobs, MachineRun, Marks, Outcome, REPLICAS};
+use super::{
+    cluster, dashboard, plan, report, verdict, Facts, Knobs, MachineRun, Marks, Outcome, REPLICAS,
+};
 use crate::api_server::{ApiServer, Options};
 use crate::fault_proxy::Fault;
 use crate::mcs::StopFlag;
@@ -38,6 +40,14 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
     let tokens = crate::cluster::token_dir();
     let replicas = engine::start_replicas(&api, knobs, tokens.path())?;
     let (haproxy, balancer) = engine::start_balancer(&replicas);
+    let targets = engine::scrape_targets(
+        &replicas
+            .iter()
+            .enumerate()
+            .map(|(index, r)| (super::pod_name(index), r.server.metrics.port()))
+            .collect::<Vec<_>>(),
+    );
+    let watch = dashboard::Watch::start(knobs.prometheus, &targets)?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
@@ -46,6 +56,9 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
         .map_err(|e| format!("tokio runtime: {e}"))?;
     let stop = StopFlag::new();
     let _stop_on_exit = stop.set_on_drop();
+    if let Some(watch) = &watch {
+        watch.settle();
+    }
     let t0 = Instant::now();
     let give_up = t0 + knobs.burst + knobs.trickle + knobs.deadline;
     let (monitor, mcn_complete) = engine::watch_mcn_records(api.clone(), stop.clone(), t0);
@@ -144,6 +157,8 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
         settle_wait,
         install: None,
         switch: None,
+        operator: watch.as_ref().map(|w| w.read(&targets, t0)),
+        own_answers: BTreeMap::new(),
     };
     let verdicts = verdict::judge(&facts);
     let written = report::write(&facts, &verdicts)?;

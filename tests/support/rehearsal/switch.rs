@@ -58,6 +58,9 @@ struct Launch {
     original: PathBuf,
     ours: Option<PathBuf>,
     stand_in: bool,
+    /// The stand-in's admin listener, per replica: a port of its own, so that Prometheus
+    /// tells its processes from ours on the same serving ports.
+    stand_in_metrics: Vec<u16>,
     /// The MCO's ServiceAccount's kubeconfig (the original's, and ours).
     kubeconfig: PathBuf,
     /// The stand-in original's (the MCO's ClusterRole only).
@@ -120,6 +123,13 @@ impl Launch {
                     Some(proxy),
                 )
             }
+        };
+        let ports = match kind {
+            ServerKind::Original if self.stand_in => Ports {
+                metrics: self.stand_in_metrics[index],
+                ..ports
+            },
+            _ => ports,
         };
         let args = self.args(kind, ports, &kubeconfig);
         let mut last = String::new();
@@ -295,6 +305,7 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
         original: knobs.original.clone().unwrap_or_default(),
         ours: knobs.binary.clone(),
         stand_in,
+        stand_in_metrics: (0..REPLICAS).map(|_| crate::mcs::free_port()).collect(),
         kubeconfig,
         stand_in_kubeconfig,
         tokens: tokens.path().to_path_buf(),
@@ -316,6 +327,24 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
     for slot in &slots {
         wait_ready(&slot.server)?;
     }
+    // This server's pods by balancer backend, then the stand-in's (this server too, on ports
+    // of their own: `<pod>-stand-in`).
+    let mut backends: Vec<(String, u16)> = ports
+        .iter()
+        .enumerate()
+        .map(|(index, p)| (super::pod_name(index), p.metrics))
+        .collect();
+    if stand_in {
+        backends.extend(
+            launch
+                .stand_in_metrics
+                .iter()
+                .enumerate()
+                .map(|(index, port)| (format!("{}-stand-in", super::pod_name(index)), *port)),
+        );
+    }
+    let targets = engine::scrape_targets(&backends);
+    let watch = super::dashboard::Watch::start(knobs.prometheus, &targets)?;
     let haproxy = Haproxy::balance_from(
         &[
             Balance {
@@ -366,6 +395,9 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
         .map_err(|e| format!("tokio runtime: {e}"))?;
     let stop = StopFlag::new();
     let _stop_on_exit = stop.set_on_drop();
+    if let Some(watch) = &watch {
+        watch.settle();
+    }
     let t0 = Instant::now();
     let window = knobs.burst + knobs.trickle;
     let give_up = t0 + window + knobs.deadline;
@@ -493,6 +525,8 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
         storm,
         settle_wait,
         install: None,
+        operator: watch.as_ref().map(|w| w.read(&targets, t0)),
+        own_answers: BTreeMap::new(),
         switch: Some(SwitchFacts {
             stand_in,
             extras: knobs.extras,

@@ -42,7 +42,7 @@ impl std::fmt::Display for Verdict {
     }
 }
 
-fn verdict(name: &'static str, pass: bool, detail: String) -> Verdict {
+pub(super) fn verdict(name: &'static str, pass: bool, detail: String) -> Verdict {
     Verdict { name, pass, detail }
 }
 
@@ -150,7 +150,7 @@ fn secs(d: Duration) -> String {
     format!("{:.2} s", d.as_secs_f64())
 }
 
-fn list(items: &[String]) -> String {
+pub(super) fn list(items: &[String]) -> String {
     const SHOWN: usize = 5;
     let mut out = items
         .iter()
@@ -167,6 +167,12 @@ fn list(items: &[String]) -> String {
 /// Every verdict of the run, in the order of the module docs (the install's own list when
 /// the scenario is the install).
 pub fn judge(facts: &Facts) -> Vec<Verdict> {
+    let mut verdicts = scenario_verdicts(facts);
+    verdicts.extend(super::dashboard::verdicts(facts));
+    verdicts
+}
+
+fn scenario_verdicts(facts: &Facts) -> Vec<Verdict> {
     if let Some(switch) = &facts.switch {
         return vec![
             machines_served(facts),
