@@ -285,7 +285,7 @@ impl Metrics {
             render_errors.clone(),
         );
         // Present from the start at 0 (a panel of failures by kind reads 0, not "no data").
-        for kind in crate::render::RenderError::KINDS {
+        for kind in RENDER_ERROR_KINDS {
             let _ = render_errors.get_or_create(&KindLabel { kind });
         }
         let cache_hits = Counter::default();
@@ -738,6 +738,21 @@ impl Metrics {
         "application/openmetrics-text; version=1.0.0; charset=utf-8";
 }
 
+/// Every `kind` label of `mcs_render_errors_total` (the values of `RenderError::kind` in
+/// `render`): each is exported from the start at 0, so that a dashboard of failures by kind
+/// reads "0", not "no data".
+pub const RENDER_ERROR_KINDS: [&str; 9] = [
+    "not_found",
+    "pool_not_served",
+    "unknown_pool",
+    "missing_machine_config",
+    "invalid_input",
+    "parse",
+    "kernel_arguments",
+    "translate",
+    "not_ready",
+];
+
 /// Seconds since the Unix epoch (0 if the clock is before it).
 pub fn unix_now() -> i64 {
     SystemTime::now()
@@ -955,7 +970,7 @@ mod tests {
     #[test]
     fn every_render_error_kind_reads_zero_before_the_first_failure() {
         let text = Metrics::new().encode();
-        for kind in crate::render::RenderError::KINDS {
+        for kind in RENDER_ERROR_KINDS {
             let line = format!("mcs_render_errors_total{{kind=\"{kind}\"}} 0");
             assert!(
                 text.lines().any(|l| l == line),

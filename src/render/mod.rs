@@ -87,21 +87,8 @@ fn kinds(inputs: &[Input]) -> String {
 }
 
 impl RenderError {
-    /// Every value [`RenderError::kind`] returns: `mcs_render_errors_total` carries each from
-    /// the start at 0, so that a dashboard shows "0 failures" rather than "no data".
-    pub const KINDS: [&'static str; 9] = [
-        "not_found",
-        "pool_not_served",
-        "unknown_pool",
-        "missing_machine_config",
-        "invalid_input",
-        "parse",
-        "kernel_arguments",
-        "translate",
-        "not_ready",
-    ];
-
-    /// Short, stable name used as a metric label (one of [`RenderError::KINDS`]).
+    /// Short, stable name used as a metric label (one of
+    /// [`crate::metrics::RENDER_ERROR_KINDS`], which a new kind must join).
     pub fn kind(&self) -> &'static str {
         match self {
             Self::NotFound(_) => "not_found",
@@ -867,5 +854,37 @@ mod failure_reporting_tests {
         );
         assert!(text.find("currentImage") < text.find("machineConfigServerURL"));
         assert!(text.find("machineConfigServerURL") < text.find("state"));
+    }
+}
+
+#[cfg(test)]
+mod kind_labels {
+    use super::RenderError;
+    use crate::metrics::RENDER_ERROR_KINDS;
+
+    #[test]
+    fn every_kind_a_render_error_has_is_a_label_exported_from_the_start() {
+        let errors = [
+            RenderError::NotFound("x".into()),
+            RenderError::PoolNotServed("x".into()),
+            RenderError::UnknownPool("x".into()),
+            RenderError::MissingMachineConfig {
+                pool: "x".into(),
+                name: "y".into(),
+            },
+            RenderError::InvalidInput("x".into()),
+            RenderError::KernelArguments(crate::ignition::SpecVersion::V2_2),
+            RenderError::NotReady(Vec::new()),
+        ];
+        for error in &errors {
+            assert!(
+                RENDER_ERROR_KINDS.contains(&error.kind()),
+                "{}",
+                error.kind()
+            );
+        }
+        // Parse and Translate carry their sources; their kinds are listed by name.
+        assert!(RENDER_ERROR_KINDS.contains(&"parse"));
+        assert!(RENDER_ERROR_KINDS.contains(&"translate"));
     }
 }

@@ -442,16 +442,17 @@ where
 {
     let (trim, share_unchanged) = (watch.trim, watch.share_unchanged);
     let cached = reader.clone();
-    let stream = watcher::watcher(watch.api.clone(), watch.config.clone())
-        .default_backoff()
-        .modify(move |object: &mut Lenient<K>| {
+    // No stream backoff: the pause after an error is chosen below, by the error.
+    let stream = watcher::watcher(watch.api.clone(), watch.config.clone()).modify(
+        move |object: &mut Lenient<K>| {
             object.modify_object(trim);
             if let Some(share) = share_unchanged {
                 if let Some(previous) = cached.get(&ObjectRef::from_obj(object)) {
                     share(object, &previous);
                 }
             }
-        });
+        },
+    );
     let mut digests = Digests::default();
     let kind = watch.watched.kind;
     let mut stream = std::pin::pin!(stream);
@@ -459,6 +460,8 @@ where
     let mut logged_failure: Option<&'static str> = None;
     let mut shutdown = ctx.shutdown.clone();
     let mut grants = ctx.rights.subscribe();
+    let mut backoff = watcher::DefaultBackoff::default();
+    let mut expired = ExpiredBackoff::default();
     loop {
         let item = tokio::select! {
             _ = shutdown.changed() => return Stopped::Shutdown,
@@ -475,6 +478,7 @@ where
         };
         if let Ok(event) = &item {
             writer.apply_watcher_event(event);
+            kube::runtime::utils::Backoff::reset(&mut backoff);
         }
         match item {
             Ok(Event::Init) => {
@@ -514,6 +518,9 @@ where
                         ctx.changed.notify_one();
                     }
                     logged_failure = Some(reason);
+                    if pause(backoff.next(), &mut shutdown).await {
+                        return Stopped::Shutdown;
+                    }
                     continue;
                 }
                 if reason == "forbidden" && until.is_some() {
@@ -528,8 +535,53 @@ where
                     warn!(kind, reason, %error, "watch failed; retrying with backoff");
                 }
                 logged_failure = Some(reason);
+                // A watch that resumed too late (410 Gone) only needs its list again: it
+                // relists at once, not after the backoff its outage built up (found by the
+                // rehearsal: an API server restart then a 410 kept a replica's pools 5 s
+                // stale). Repeated 410s back off on their own.
+                let wait = if reason == "gone" {
+                    Some(expired.next(std::time::Instant::now()))
+                } else {
+                    backoff.next()
+                };
+                if pause(wait, &mut shutdown).await {
+                    return Stopped::Shutdown;
+                }
             }
         }
+    }
+}
+
+/// Sleeps `wait` (30 s when the backoff gives none), or until shutdown (then true).
+async fn pause(wait: Option<Duration>, shutdown: &mut watch::Receiver<bool>) -> bool {
+    let wait = wait.unwrap_or(Duration::from_secs(30));
+    tokio::select! {
+        _ = shutdown.changed() => true,
+        () = tokio::time::sleep(wait) => false,
+    }
+}
+
+/// The pause before relisting after a 410 Gone: 100 ms the first time, doubling (to 30 s) while
+/// they keep coming, from 100 ms again once a minute has passed without one. Pure.
+#[derive(Debug, Default)]
+struct ExpiredBackoff {
+    last: Option<(std::time::Instant, Duration)>,
+}
+
+impl ExpiredBackoff {
+    const FIRST: Duration = Duration::from_millis(100);
+    const MAX: Duration = Duration::from_secs(30);
+    const QUIET: Duration = Duration::from_secs(60);
+
+    fn next(&mut self, now: std::time::Instant) -> Duration {
+        let wait = match self.last {
+            Some((at, wait)) if now.saturating_duration_since(at) < Self::QUIET => {
+                (wait * 2).min(Self::MAX)
+            }
+            _ => Self::FIRST,
+        };
+        self.last = Some((now, wait));
+        wait
     }
 }
 
@@ -743,5 +795,17 @@ mod tests {
         assert_eq!(sync.pending(), ["Node"]);
         assert!(sync.mark_synced("Node"));
         assert!(sync.all_synced());
+    }
+
+    #[test]
+    fn a_410_relists_at_once_and_repeated_ones_back_off() {
+        let mut expired = super::ExpiredBackoff::default();
+        let t = std::time::Instant::now();
+        let ms = std::time::Duration::from_millis;
+        assert_eq!(expired.next(t), ms(100));
+        assert_eq!(expired.next(t + ms(500)), ms(200));
+        assert_eq!(expired.next(t + ms(900)), ms(400));
+        // A minute without one: the first pause again.
+        assert_eq!(expired.next(t + ms(62_000)), ms(100));
     }
 }

@@ -313,17 +313,49 @@ fn process_ends(facts: &Facts, view: &OperatorView) -> Vec<(String, f64)> {
     ends
 }
 
+/// When a process of ours left its serving ports (pod, seconds): in the switch, each time the
+/// other kind took a replica's ports over.
+fn stops(facts: &Facts, view: &OperatorView) -> Vec<(String, f64)> {
+    let Some(switch) = &facts.switch else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (index, history) in switch.history.iter().enumerate() {
+        for pair in history.windows(2) {
+            let (started, _) = pair[0];
+            let (replaced, _) = pair[1];
+            if let Some(pod) = pod_at(facts, view, index, started) {
+                out.push((pod, replaced.as_secs_f64()));
+            }
+        }
+    }
+    out
+}
+
 /// A 2xx answer (a config, or an accepted report) a machine got, by the backend that sent it
 /// (`None`: the balancer's log could not place it) and the pool it was for.
 struct Answer {
-    backend: Option<usize>,
+    /// The scraped target of the process that answered (`None`: not placed).
+    pod: Option<String>,
     pool: String,
     at: Duration,
 }
 
+/// The target of the process that ran on backend `backend` at `at`: the replica's pod, or in
+/// the test tier's switch the stand-in's while the original's kind ran there.
+fn pod_at(facts: &Facts, view: &OperatorView, backend: usize, at: Duration) -> Option<String> {
+    let pod = view.pods.get(backend)?.clone();
+    Some(match &facts.switch {
+        Some(s) if s.stand_in && s.kind_at(backend, at) == Some(ServerKind::Original) => {
+            format!("{pod}-stand-in")
+        }
+        _ => pod,
+    })
+}
+
 /// The machines' answers from servers of ours: `report` picks the first-boot failure reports
 /// instead of the configs.
-fn answers_from_ours(facts: &Facts, report: bool) -> Vec<Answer> {
+fn answers_from_ours(facts: &Facts, view: &OperatorView, report: bool) -> Vec<Answer> {
     let mut out = Vec::new();
     let ours = |backend: usize, at: Duration| {
         facts
@@ -355,7 +387,7 @@ fn answers_from_ours(facts: &Facts, report: bool) -> Vec<Answer> {
                 continue;
             }
             out.push(Answer {
-                backend,
+                pod: backend.and_then(|b| pod_at(facts, view, b, attempt.started)),
                 pool: pool_of(run),
                 at: attempt.ended,
             });
@@ -449,8 +481,14 @@ fn none_or_list(items: &[String]) -> String {
 }
 
 fn panels_agree(facts: &Facts, view: &OperatorView) -> Verdict {
-    let ends = process_ends(facts, view);
+    let mut ends = process_ends(facts, view);
     let mut gaps = view.gaps();
+    // A target that went down and came back is a new process (ours never stop answering
+    // scrapes while alive): its counters start from 0 there, whatever their first value.
+    ends.extend(
+        gaps.iter()
+            .filter_map(|g| Some((g.pod.clone(), g.back? - 0.001))),
+    );
     // A process that ended between two scrapes of its target: what it answered after the
     // last scrape before its end is lost with it.
     for (pod, end) in &ends {
@@ -471,8 +509,20 @@ fn panels_agree(facts: &Facts, view: &OperatorView) -> Verdict {
             });
         }
     }
-    let served = answers_from_ours(facts, false);
-    let reports = answers_from_ours(facts, true);
+    // A process stopped with SIGTERM drains: its admin listener is gone at once, its serving
+    // ports answer on until the next process takes them, so what it answered until then is
+    // never scraped either.
+    let stops = stops(facts, view);
+    let gap_end = |gap: &Gap| {
+        stops
+            .iter()
+            .filter(|(pod, at)| *pod == gap.pod && *at >= gap.last_up)
+            .filter(|(_, at)| gap.back.is_none_or(|back| *at <= back))
+            .map(|(_, at)| *at)
+            .fold(gap.first_down, f64::max)
+    };
+    let served = answers_from_ours(facts, view, false);
+    let reports = answers_from_ours(facts, view, true);
     // Counted up to a scrape and a half after the storm (every machine done): its last answers
     // are scraped by then, and the harness's own requests after the storm (the switch's
     // answers after switching back) come at least 2 s after it.
@@ -481,14 +531,9 @@ fn panels_agree(facts: &Facts, view: &OperatorView) -> Verdict {
     let in_gap = |answer: &Answer| {
         gaps.iter().any(|gap| {
             let at = answer.at.as_secs_f64();
-            let backend = answer
-                .backend
-                .and_then(|b| view.pods.get(b))
-                .map(String::as_str);
-            // (the stand-in's pods are `<pod>-stand-in`)
-            backend.is_none_or(|pod| gap.pod.starts_with(pod))
+            answer.pod.as_ref().is_none_or(|pod| *pod == gap.pod)
                 && at > gap.last_up - 0.05
-                && at <= gap.first_down
+                && at <= gap_end(gap)
         })
     };
     let mut rows = Vec::new();
@@ -567,12 +612,20 @@ fn panels_agree(facts: &Facts, view: &OperatorView) -> Verdict {
 
 /// `dashboard.svg`: the console dashboard's panels over the run, four to a row, with the day's
 /// events marked in each.
-pub fn draw(facts: &Facts, marks: &[(f64, String)], path: &Path) -> Result<(), String> {
+pub fn draw(
+    facts: &Facts,
+    marks: &[(f64, String)],
+    bands: &[Band],
+    path: &Path,
+) -> Result<(), String> {
     let Some(view) = &facts.operator else {
         return Ok(());
     };
-    draw_panels(facts, view, marks, path).map_err(|e| format!("{}: {e}", path.display()))
+    draw_panels(facts, view, (marks, bands), path).map_err(|e| format!("{}: {e}", path.display()))
 }
+
+/// A fault's period as the timeline shades it: (from, to, name, color).
+pub type Band = (f64, f64, String, RGBColor);
 
 /// A panel: its title and its queries' answers.
 struct Drawn<'a> {
@@ -587,7 +640,7 @@ const PANEL_SIZE: (u32, u32) = (460, 300);
 fn draw_panels(
     facts: &Facts,
     view: &OperatorView,
-    marks: &[(f64, String)],
+    (marks, bands): (&[(f64, String)], &[Band]),
     path: &Path,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let mut drawn: Vec<Drawn> = Vec::new();
@@ -623,6 +676,12 @@ fn draw_panels(
     for (at, label) in marks.iter().filter(|(_, l)| !l.starts_with("balancer")) {
         let _ = write!(events, "{label} {at:.0} s · ");
     }
+    if !bands.is_empty() {
+        events.push_str("shaded: ");
+        for (from, to, label, _) in bands {
+            let _ = write!(events, "{label} {from:.0}-{to:.0} s · ");
+        }
+    }
     for (line, chunk) in wrap(events.trim_end_matches(" · "), 190).iter().enumerate() {
         head.draw(&Text::new(
             chunk.clone(),
@@ -639,7 +698,7 @@ fn draw_panels(
         .fold(1.0f64, f64::max);
     let x_start = -LEAD_IN.as_secs_f64();
     for (panel, cell) in drawn.iter().zip(cells.iter()) {
-        draw_panel(panel, cell, marks, x_start..x_end)?;
+        draw_panel(panel, cell, (marks, bands), x_start..x_end)?;
     }
     root.present()?;
     Ok(())
@@ -659,7 +718,7 @@ const PALETTE: [RGBColor; 8] = [
 fn draw_panel<DB: DrawingBackend>(
     panel: &Drawn,
     cell: &DrawingArea<DB, plotters::coord::Shift>,
-    marks: &[(f64, String)],
+    (marks, bands): (&[(f64, String)], &[Band]),
     x: std::ops::Range<f64>,
 ) -> Result<(), Box<dyn std::error::Error>>
 where
@@ -722,6 +781,12 @@ where
         .disable_x_mesh()
         .light_line_style(TRANSPARENT)
         .draw()?;
+    for (from, to, _, color) in bands {
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(*from, low), (to.max(from + 0.2), high + span * 0.25)],
+            color.mix(0.12).filled(),
+        )))?;
+    }
     for (at, label) in marks {
         let color = if label.starts_with("balancer") {
             RGBColor(160, 160, 160)

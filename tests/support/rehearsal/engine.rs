@@ -133,9 +133,22 @@ pub(super) fn start_replicas(
     api: &ApiServer,
     knobs: &Knobs,
     tokens: &std::path::Path,
+    stage: &super::faults::Stage,
 ) -> Result<Vec<Replica>, String> {
     let replicas = (0..REPLICAS)
-        .map(|index| start_replica(api, knobs, tokens, index, None, ADVERTISE_FAILURES))
+        .map(|index| {
+            let mut extra: Vec<String> = ADVERTISE_FAILURES.iter().map(|a| a.to_string()).collect();
+            extra.extend(stage.serving_args());
+            start_replica(
+                api,
+                knobs,
+                tokens,
+                index,
+                None,
+                &extra,
+                &stage.env_of(index),
+            )
+        })
         .collect::<Result<Vec<_>, String>>()?;
     for replica in &replicas {
         replica
@@ -153,12 +166,15 @@ pub(super) fn start_replica(
     tokens: &std::path::Path,
     index: usize,
     ports: Option<Ports>,
-    extra: &[&str],
+    extra: &[String],
+    extra_env: &[(String, String)],
 ) -> Result<Replica, String> {
     let proxy = FaultProxy::start(api.kubeconfig_file());
-    let args = replica_args(proxy.kubeconfig_file(), tokens, extra);
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let args = replica_args(proxy.kubeconfig_file(), tokens, &extra);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let env = replica_env(index, knobs.lease);
+    let mut env = replica_env(index, knobs.lease);
+    env.extend(extra_env.iter().cloned());
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     // Fixed ports can be held a moment by a client's outgoing connection (Prometheus scraping
     // a target that does not run yet): a few seconds of tries.
@@ -334,6 +350,23 @@ impl ReplicaRun {
                 })
             })
             .collect();
+        let log = proxy.log();
+        let at = |logged: &crate::fault_proxy::Logged| logged.at.saturating_duration_since(t0);
+        let lists = log
+            .iter()
+            .filter(|l| l.method == "GET" && !l.watch && l.uri.contains("limit="))
+            .map(at)
+            .collect();
+        let watches = log
+            .iter()
+            .filter(|l| l.watch)
+            .map(|l| (at(l), l.status))
+            .collect();
+        let reads = log
+            .iter()
+            .filter(|l| l.method == "GET")
+            .map(|l| (at(l), l.uri.clone(), l.status, l.watch))
+            .collect();
         let output = server.output();
         let tail: Vec<&str> = output.lines().rev().take(40).collect();
         let output_tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
@@ -344,6 +377,9 @@ impl ReplicaRun {
             killed_at: kill.killed_at,
             restarted_at: kill.restarted_at,
             writes,
+            lists,
+            watches,
+            reads,
             output,
             output_tail,
         }
@@ -364,6 +400,9 @@ impl ReplicaRun {
             killed_at: None,
             restarted_at: None,
             writes: Vec::new(),
+            lists: Vec::new(),
+            watches: Vec::new(),
+            reads: Vec::new(),
             output,
             output_tail,
         }

@@ -424,6 +424,7 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
             index,
             Some(ports[index + 1]),
             &[],
+            &[],
         )?);
     }
     for replica in &replicas {
@@ -538,6 +539,7 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
         switch: None,
         operator: watch.as_ref().map(|w| w.read(&targets, t0)),
         // compare_modes asked the bootstrap server and a replica for the master config.
+        rotation: None,
         own_answers: [("master".to_string(), 2)].into_iter().collect(),
     };
     let verdicts = verdict::judge(&facts);

@@ -21,6 +21,7 @@
 pub mod cluster;
 pub mod dashboard;
 mod engine;
+pub mod faults;
 mod install;
 pub mod machine;
 pub mod plan;
@@ -116,6 +117,24 @@ pub struct Knobs {
     /// 400); `MCS_REHEARSAL_BROWNOUT_SECONDS`: its length (default 4; 0 turns it off).
     pub brownout_latency: Duration,
     pub brownout_length: Duration,
+    /// `MCS_REHEARSAL_API_DOWN_MS`: the kube-apiserver is stopped at 25% of the arrivals and
+    /// started again this much later (default 3000; 0: no restart).
+    pub api_down: Duration,
+    /// `MCS_REHEARSAL_COMPACTION`: at 38%, the API's history compacted and every watch ended,
+    /// so that each replica's watch resumes too late (410 Gone) and relists (default 1).
+    pub compaction: bool,
+    /// `MCS_REHEARSAL_ROTATION`: at 57%, the serving certificate replaced on disk (default 1).
+    pub rotation: bool,
+    /// `MCS_REHEARSAL_CUTOFF_SECONDS`: at 50%, one replica's path to the API black-holed this
+    /// long (default 20; 0: none).
+    pub cutoff: Duration,
+    /// `MCS_REHEARSAL_CLOCK_AHEAD_SECONDS`: one replica's wall clock runs this far ahead for
+    /// the whole day (libfaketime; default 300; 0: none).
+    pub clock_ahead: Duration,
+    /// `MCS_REHEARSAL_BREAK_WATCHES`: after the API restart one replica's path answers every
+    /// request 500 until the end, so that its watches never resume (default 0: what the
+    /// verdicts must catch, as `MCS_REHEARSAL_DRAIN=0` is for the switch).
+    pub break_watches: bool,
     /// `MCS_REHEARSAL_SETTLE_MS`: how long after a proof a replica may still answer what it
     /// answered before (its watch has to deliver the change; default 2000).
     pub settle: Duration,
@@ -162,6 +181,12 @@ impl Default for Knobs {
             brownout_latency: Duration::from_millis(400),
             brownout_length: Duration::from_secs(4),
             settle: Duration::from_millis(2000),
+            api_down: Duration::from_millis(3000),
+            compaction: true,
+            rotation: true,
+            cutoff: Duration::from_secs(20),
+            clock_ahead: Duration::from_secs(300),
+            break_watches: false,
             real_ignition: true,
             lease: None,
             deadline: Duration::from_secs(120),
@@ -240,6 +265,24 @@ impl Knobs {
         }
         if let Some(n) = number("MCS_REHEARSAL_BROWNOUT_SECONDS")? {
             knobs.brownout_length = secs(n);
+        }
+        if let Some(n) = number("MCS_REHEARSAL_API_DOWN_MS")? {
+            knobs.api_down = ms(n);
+        }
+        if let Some(n) = number("MCS_REHEARSAL_COMPACTION")? {
+            knobs.compaction = n > 0.0;
+        }
+        if let Some(n) = number("MCS_REHEARSAL_ROTATION")? {
+            knobs.rotation = n > 0.0;
+        }
+        if let Some(n) = number("MCS_REHEARSAL_CUTOFF_SECONDS")? {
+            knobs.cutoff = secs(n);
+        }
+        if let Some(n) = number("MCS_REHEARSAL_CLOCK_AHEAD_SECONDS")? {
+            knobs.clock_ahead = secs(n);
+        }
+        if let Some(n) = number("MCS_REHEARSAL_BREAK_WATCHES")? {
+            knobs.break_watches = n > 0.0;
         }
         if let Some(n) = number("MCS_REHEARSAL_SETTLE_MS")? {
             knobs.settle = ms(n);
@@ -327,6 +370,40 @@ pub struct Marks {
     pub balancer: Vec<(Duration, String)>,
     /// A scenario's own moments (the install's phases), in order.
     pub phases: Vec<(Duration, String)>,
+    /// The control plane's faults, each from its start to its end (drawn as shaded bands).
+    pub faults: Vec<FaultMark>,
+}
+
+/// One fault of the day: what, when, and on which replica when it is one replica's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FaultMark {
+    pub kind: FaultKind,
+    pub began: Duration,
+    pub ended: Duration,
+    /// The replica it struck (the cut-off, the skewed clock), by index.
+    pub replica: Option<usize>,
+}
+
+/// The faults a control plane throws at the replicas during the scale-up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    ApiRestart,
+    Compaction,
+    Rotation,
+    CutOff,
+    ClockAhead,
+}
+
+impl FaultKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            FaultKind::ApiRestart => "API server restart",
+            FaultKind::Compaction => "410 Gone relist",
+            FaultKind::Rotation => "certificate rotated",
+            FaultKind::CutOff => "replica cut off",
+            FaultKind::ClockAhead => "clock ahead",
+        }
+    }
 }
 
 /// What one machine went through.
@@ -451,6 +528,12 @@ pub struct ReplicaRun {
     pub restarted_at: Option<Duration>,
     /// Its writes to the API, from its fault proxy's log.
     pub writes: Vec<ApiWrite>,
+    /// When it listed a collection (a reflector's list: `limit=` without `watch`), and
+    /// when each of its watches began with the status it got (0: none), by its proxy's log.
+    pub lists: Vec<Duration>,
+    pub watches: Vec<(Duration, u16)>,
+    /// Every read (GET) through its proxy: when, the path and query, the status, a watch.
+    pub reads: Vec<(Duration, String, u16, bool)>,
     /// Everything it printed (of both processes, when it was restarted).
     pub output: String,
     pub output_tail: String,
@@ -628,6 +711,8 @@ pub struct Facts {
     /// (the install's comparison of both modes), which their counters hold beside the
     /// machines'.
     pub own_answers: BTreeMap<String, usize>,
+    /// When each replica presented the rotated serving certificate (the scale-up's rotation).
+    pub rotation: Option<faults::RotationSeen>,
 }
 
 /// The outcome of a run.

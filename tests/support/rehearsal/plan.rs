@@ -169,6 +169,17 @@ pub struct Script {
     pub layered_proof: Duration,
     /// Every replica's API calls slowed by `latency` for `length`.
     pub brownout: Option<Brownout>,
+    /// The kube-apiserver itself stops (every watch of every replica broken at once) and
+    /// starts again `.1` later on the same port and storage.
+    pub api_restart: Option<(Duration, Duration)>,
+    /// The API's history is compacted and every open watch ended: each replica's watch
+    /// resumes too late (410 Gone) and relists.
+    pub compaction: Option<Duration>,
+    /// The replicas' serving certificate is replaced on disk (as the MCO's cert controller
+    /// rotates the secret).
+    pub rotation: Option<Duration>,
+    /// One replica's path to the API black-holed from `.0` for `.1`.
+    pub cutoff: Option<(Duration, Duration)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -190,6 +201,12 @@ pub enum Event {
     Restart,
     Brownout(Duration),
     BrownoutEnds,
+    ApiStops,
+    ApiStarts,
+    Compaction,
+    Rotation,
+    CutOff,
+    CutOffEnds,
 }
 
 impl Script {
@@ -209,6 +226,20 @@ impl Script {
         if let Some(brownout) = self.brownout {
             events.push((brownout.at, Event::Brownout(brownout.latency)));
             events.push((brownout.at + brownout.length, Event::BrownoutEnds));
+        }
+        if let Some((at, down)) = self.api_restart {
+            events.push((at, Event::ApiStops));
+            events.push((at + down, Event::ApiStarts));
+        }
+        if let Some(at) = self.compaction {
+            events.push((at, Event::Compaction));
+        }
+        if let Some(at) = self.rotation {
+            events.push((at, Event::Rotation));
+        }
+        if let Some((at, length)) = self.cutoff {
+            events.push((at, Event::CutOff));
+            events.push((at + length, Event::CutOffEnds));
         }
         events.sort_by_key(|(at, _)| *at);
         events
@@ -375,6 +406,10 @@ pub fn script(knobs: &Knobs) -> Script {
             latency: knobs.brownout_latency,
             length: knobs.brownout_length,
         }),
+        api_restart: (knobs.api_down > Duration::ZERO).then(|| (at(0.25), knobs.api_down)),
+        compaction: knobs.compaction.then(|| at(0.38)),
+        rotation: knobs.rotation.then(|| at(0.57)),
+        cutoff: (knobs.cutoff > Duration::ZERO).then(|| (at(0.50), knobs.cutoff)),
     }
 }
 

@@ -6,7 +6,8 @@
 //!   `plotters`' SVG backend);
 //! - `timeline.csv`: the same series, one row per second;
 //! - `machines.csv`: one row per machine (what it asked, what it got, from which replica, when);
-//! - `api-writes.csv`: every write of every replica to the API (its fault proxy's log), and
+//! - `api-writes.csv` and `api-reads.csv`: every write and every read (lists, watches) of
+//!   every replica to the API (its fault proxy's log), and
 //!   `<replica>.log`: what each replica printed;
 //! - `fetch-times.md`: p50/p99/max fetch time per pool, and the verdicts;
 //! - `dashboard.svg`: the console dashboard's panels as a real Prometheus saw the run
@@ -161,8 +162,6 @@ fn marks(facts: &Facts) -> Vec<(f64, String)> {
     push(m.restarted, "restarted");
     push(m.worker_proof.map(|r| r.1), "worker proof");
     push(m.layered_proof.map(|r| r.1), "image proof");
-    push(m.brownout.map(|r| r.0), "brownout");
-    push(m.brownout.map(|r| r.1), "brownout ends");
     for (at, label) in &m.phases {
         push(Some(*at), label);
     }
@@ -194,6 +193,112 @@ fn marks(facts: &Facts) -> Vec<(f64, String)> {
         }
     }
     out
+}
+
+/// The faults' periods, drawn as shaded bands with their names: (from, to, label, color). The
+/// skewed clock lasts all day and is named in the title instead.
+pub(super) fn bands(facts: &Facts) -> Vec<(f64, f64, String, RGBColor)> {
+    use super::FaultKind;
+    let mut out: Vec<(f64, f64, String, RGBColor)> = facts
+        .marks
+        .faults
+        .iter()
+        .filter(|f| f.kind != FaultKind::ClockAhead)
+        .map(|f| {
+            let color = match f.kind {
+                FaultKind::ApiRestart => RGBColor(214, 39, 40),
+                FaultKind::Compaction => RGBColor(148, 103, 189),
+                FaultKind::Rotation => RGBColor(44, 160, 44),
+                FaultKind::CutOff => RGBColor(255, 127, 14),
+                FaultKind::ClockAhead => RGBColor(127, 127, 127),
+            };
+            let label = match f.replica {
+                Some(index) => format!(
+                    "{} ({})",
+                    f.kind.label(),
+                    super::verdict::backend_name(facts, index)
+                ),
+                None => f.kind.label().to_string(),
+            };
+            (f.began.as_secs_f64(), f.ended.as_secs_f64(), label, color)
+        })
+        .collect();
+    if let Some((from, to)) = facts.marks.brownout {
+        out.push((
+            from.as_secs_f64(),
+            to.as_secs_f64(),
+            "API brownout".into(),
+            RGBColor(140, 86, 75),
+        ));
+    }
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    out
+}
+
+/// The skewed replica, for the title.
+fn clock_note(facts: &Facts) -> String {
+    facts
+        .marks
+        .faults
+        .iter()
+        .find(|f| f.kind == super::FaultKind::ClockAhead)
+        .and_then(|f| f.replica)
+        .map(|index| {
+            format!(
+                "; {}'s clock {} s ahead",
+                super::verdict::backend_name(facts, index),
+                facts.knobs.clock_ahead.as_secs()
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// The bands on a chart of counts: shaded from bottom to `top`, each name near the bottom on
+/// the lowest row where it runs into no other (`seconds_per_char`: the chart's scale).
+fn draw_bands<DB: DrawingBackend>(
+    chart: &mut ChartContext<
+        DB,
+        Cartesian2d<
+            plotters::coord::types::RangedCoordf64,
+            plotters::coord::types::RangedCoordusize,
+        >,
+    >,
+    bands: &[(f64, f64, String, RGBColor)],
+    top: usize,
+    seconds_per_char: f64,
+    labelled: bool,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    let mut row_ends: Vec<f64> = Vec::new();
+    for (from, to, label, color) in bands {
+        let to = to.max(from + 0.2);
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(*from, 0usize), (to, top)],
+            color.mix(0.13).filled(),
+        )))?;
+        if !labelled {
+            continue;
+        }
+        let start = *from + 0.2;
+        let row = row_ends
+            .iter()
+            .position(|end| *end < start)
+            .unwrap_or(row_ends.len());
+        let end = start + label.len() as f64 * seconds_per_char;
+        match row_ends.get_mut(row) {
+            Some(slot) => *slot = end,
+            None => row_ends.push(end),
+        }
+        let y = (top / 40).max(1) + row * (top / 22).max(1);
+        chart.draw_series(std::iter::once(Text::new(
+            label.clone(),
+            (start, y),
+            ("sans-serif", 13).into_font().color(color),
+        )))?;
+    }
+    Ok(())
 }
 
 /// Writes every file of the report.
@@ -233,6 +338,18 @@ pub fn write(facts: &Facts, verdicts: &[Verdict]) -> Result<Written, String> {
         }
     }
     save(&dir.join("api-writes.csv"), writes)?;
+    let mut reads = String::from("replica,second,watch,status,uri\n");
+    for replica in &facts.replicas {
+        for (at, uri, status, watch) in &replica.reads {
+            let _ = writeln!(
+                reads,
+                "{},{:.3},{watch},{status},{uri}",
+                replica.name,
+                at.as_secs_f64()
+            );
+        }
+    }
+    save(&dir.join("api-reads.csv"), reads)?;
     save(&written.machines_csv, machines_csv(facts))?;
     let mut table = format!(
         "# Rehearsal: {} machines, {} replicas, {}\n\n{}\n## Verdicts\n\n",
@@ -247,9 +364,29 @@ pub fn write(facts: &Facts, verdicts: &[Verdict]) -> Result<Written, String> {
     save(&written.table, table)?;
     draw(facts, &series, &written.svg).map_err(|e| format!("timeline.svg: {e}"))?;
     if let Some(path) = &written.dashboard {
-        super::dashboard::draw(facts, &marks(facts), path)?;
+        super::dashboard::draw(facts, &marks(facts), &bands(facts), path)?;
         if let Some(view) = &facts.operator {
             save(&dir.join("prometheus.log"), view.log.clone())?;
+            // The raw samples behind the counts' verdict, to check it by hand.
+            let mut samples = String::from("series,labels,second,value\n");
+            for (name, series) in [
+                ("served", &view.served),
+                ("reports", &view.reports),
+                ("up", &view.up),
+            ] {
+                for s in series.iter() {
+                    let labels: Vec<String> = s
+                        .labels
+                        .iter()
+                        .filter(|(k, _)| !matches!(k.as_str(), "__name__" | "job" | "instance"))
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect();
+                    for (at, value) in &s.points {
+                        let _ = writeln!(samples, "{name},{},{at:.3},{value}", labels.join(" "));
+                    }
+                }
+            }
+            save(&dir.join("prometheus-samples.csv"), samples)?;
         }
     }
     Ok(written)
@@ -368,10 +505,11 @@ fn draw(facts: &Facts, series: &Series, path: &PathBuf) -> Result<(), Box<dyn st
     };
     let root = root.titled(
         &format!(
-            "{title}: {} machines, {} servers behind haproxy, {}",
+            "{title}: {} machines, {} servers behind haproxy, {}{}",
             facts.machines.len(),
             facts.replicas.len(),
-            facts.api
+            facts.api,
+            clock_note(facts)
         ),
         ("sans-serif", 22),
     )?;
@@ -413,6 +551,8 @@ fn draw(facts: &Facts, series: &Series, path: &PathBuf) -> Result<(), Box<dyn st
             });
     }
     let top_y = machines + machines / 10;
+    let bands = bands(facts);
+    draw_bands(&mut chart, &bands, top_y, x_end / (1300.0 / 8.0), true)?;
     // Each label on the highest level where it does not run into the previous one (the plot
     // is about 1300 px wide; a character of the labels' font about 8 px).
     let seconds_per_char = x_end / (1300.0 / 8.0);
@@ -536,6 +676,13 @@ fn draw(facts: &Facts, series: &Series, path: &PathBuf) -> Result<(), Box<dyn st
             .label(label)
             .legend(move |(x, y)| Circle::new((x + 9, y), 3, color.filled()));
     }
+    draw_bands(
+        &mut rates,
+        &bands,
+        peak + peak / 10,
+        x_end / (1300.0 / 8.0),
+        false,
+    )?;
     for (at, _) in &marks {
         rates.draw_series(LineSeries::new(
             vec![(*at, 0usize), (*at, peak + peak / 10)],

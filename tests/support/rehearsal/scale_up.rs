@@ -1,6 +1,8 @@
 //! The scale-up (the default scenario): machines arrive in a burst, a trickle and a second
 //! wave while the worker pool rolls out a new rendered config, the layered pool's new image is
-//! built and proven, the Lease holder is SIGKILLed and restarted, and the API browns out.
+//! built and proven, the Lease holder is SIGKILLed and restarted, the API browns out, and the
+//! control plane throws its other faults ([`super::faults`]: the API server restarted, a 410
+//! relist, the certificate rotated, one replica cut off, one clock ahead).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,11 +11,12 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::engine::{self, Kill, Replica};
+use super::FaultKind;
 use super::{
-    cluster, dashboard, plan, report, verdict, Facts, Knobs, MachineRun, Marks, Outcome, REPLICAS,
+    cluster, dashboard, faults, plan, report, verdict, Facts, Knobs, MachineRun, Marks, Outcome,
+    REPLICAS,
 };
 use crate::api_server::{ApiServer, Options};
-use crate::fault_proxy::Fault;
 use crate::mcs::StopFlag;
 
 /// The scale-up, played and judged ([`super::run`]).
@@ -38,7 +41,8 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
         .filter(|(name, _)| before.nodes.iter().any(|(node, _)| node == name))
         .collect();
     let tokens = crate::cluster::token_dir();
-    let replicas = engine::start_replicas(&api, knobs, tokens.path())?;
+    let stage = faults::Stage::new(knobs)?;
+    let replicas = engine::start_replicas(&api, knobs, tokens.path(), &stage)?;
     let (haproxy, balancer) = engine::start_balancer(&replicas);
     let targets = engine::scrape_targets(
         &replicas
@@ -82,6 +86,12 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
         kills: vec![Kill::default(); REPLICAS],
         killed: None,
         brownout_began: Duration::ZERO,
+        stage: &stage,
+        paths: faults::Paths::default(),
+        api_stopped: Duration::ZERO,
+        cut_began: Duration::ZERO,
+        rotation: None,
+        break_watches: knobs.break_watches,
     };
     for (at, event) in script.events() {
         if let Some(wait) = (t0 + at).checked_duration_since(Instant::now()) {
@@ -114,8 +124,30 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
         replicas,
         mut marks,
         kills,
+        rotation,
         ..
     } = day;
+    if stage.clock_ahead().is_some() {
+        marks.faults.push(super::FaultMark {
+            kind: super::FaultKind::ClockAhead,
+            began: Duration::ZERO,
+            ended: storm,
+            replica: Some(faults::SKEWED_REPLICA),
+        });
+    }
+    let rotation = rotation.map(|seen| seen.lock().unwrap().clone());
+    // The rotation's band ends when the last replica presented the new certificate.
+    if let Some(last) = rotation
+        .as_ref()
+        .and_then(|seen| seen.presented.iter().copied().collect::<Option<Vec<_>>>())
+        .and_then(|times| times.into_iter().max())
+    {
+        for fault in &mut marks.faults {
+            if fault.kind == super::FaultKind::Rotation {
+                fault.ended = last.max(fault.began);
+            }
+        }
+    }
     let replica_runs = engine::replica_runs(&replicas, &kills, t0);
     marks.balancer = haproxy
         .state_changes()
@@ -159,6 +191,7 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
         switch: None,
         operator: watch.as_ref().map(|w| w.read(&targets, t0)),
         own_answers: BTreeMap::new(),
+        rotation,
     };
     let verdicts = verdict::judge(&facts);
     let written = report::write(&facts, &verdicts)?;
@@ -182,11 +215,34 @@ struct Day<'a> {
     kills: Vec<Kill>,
     killed: Option<usize>,
     brownout_began: Duration,
+    stage: &'a faults::Stage,
+    /// Which fault each replica's API path carries.
+    paths: faults::Paths,
+    api_stopped: Duration,
+    cut_began: Duration,
+    rotation: Option<std::sync::Arc<std::sync::Mutex<faults::RotationSeen>>>,
+    break_watches: bool,
 }
 
 impl Day<'_> {
     fn now(&self) -> Duration {
         self.t0.elapsed()
+    }
+
+    /// Every replica's API path set to what the day's state says it carries now.
+    fn apply_paths(&self) {
+        for (index, replica) in self.replicas.iter().enumerate() {
+            replica.proxy.set(self.paths.fault_of(index));
+        }
+    }
+
+    fn fault(&mut self, kind: FaultKind, began: Duration, ended: Duration, replica: Option<usize>) {
+        self.marks.faults.push(super::FaultMark {
+            kind,
+            began,
+            ended,
+            replica,
+        });
     }
 
     /// `f`, and when it began and ended.
@@ -251,16 +307,82 @@ impl Day<'_> {
                 }
             }
             Event::Brownout(latency) => {
-                for replica in &self.replicas {
-                    replica.proxy.set(Fault::Latency(latency));
-                }
+                self.paths.latency = Some(latency);
+                self.apply_paths();
                 self.brownout_began = self.now();
             }
             Event::BrownoutEnds => {
-                for replica in &self.replicas {
-                    replica.proxy.set(Fault::None);
-                }
+                self.paths.latency = None;
+                self.apply_paths();
                 self.marks.brownout = Some((self.brownout_began, self.now()));
+            }
+            Event::ApiStops => {
+                self.api_stopped = self.now();
+                eprintln!(
+                    "rehearsal: the API server stops at {:.1} s",
+                    self.api_stopped.as_secs_f64()
+                );
+                api.stop();
+                // The in-test server's restart keeps its history; a real one's watch cache
+                // starts over: a new epoch of resourceVersions, as compaction makes it.
+                if !api.is_real() {
+                    api.compact();
+                }
+            }
+            Event::ApiStarts => {
+                api.restart();
+                let ended = self.now();
+                eprintln!(
+                    "rehearsal: the API server serves again at {:.1} s",
+                    ended.as_secs_f64()
+                );
+                self.fault(FaultKind::ApiRestart, self.api_stopped, ended, None);
+                if self.break_watches {
+                    // The negative knob: this replica's watches never resume.
+                    self.paths.broken = Some(0);
+                    self.apply_paths();
+                }
+            }
+            Event::Compaction => {
+                let at = self.now();
+                api.compact();
+                // Every open watch ends with a 410, and every watch from before it gets one
+                // (a cut-off or broken path keeps its fault: it relists once it is back).
+                for (index, replica) in self.replicas.iter().enumerate() {
+                    if self.paths.fault_of(index) == crate::fault_proxy::Fault::None {
+                        replica.proxy.set(crate::fault_proxy::Fault::Gone);
+                    }
+                }
+                self.fault(FaultKind::Compaction, at, at + Duration::from_secs(1), None);
+            }
+            Event::Rotation => {
+                let at = self.now();
+                let serial = self.stage.rotate()?;
+                let secure = self.replicas.iter().map(|r| r.server.secure).collect();
+                self.rotation = Some(faults::watch_rotation(secure, serial, self.t0));
+                // The band: until the replicas reload (a few seconds; the verdict says when).
+                self.fault(FaultKind::Rotation, at, at + Duration::from_secs(3), None);
+            }
+            Event::CutOff => {
+                // A replica that is neither the Lease holder nor the skewed one.
+                let leader = engine::leader(api, &self.replicas);
+                let victim = [1, 0, 2]
+                    .into_iter()
+                    .find(|i| Some(*i) != leader && *i != faults::SKEWED_REPLICA)
+                    .unwrap_or(1);
+                self.cut_began = self.now();
+                self.paths.cut = Some(victim);
+                self.apply_paths();
+                eprintln!(
+                    "rehearsal: {} cut off from the API at {:.1} s",
+                    self.replicas[victim].name,
+                    self.cut_began.as_secs_f64()
+                );
+            }
+            Event::CutOffEnds => {
+                let victim = self.paths.cut.take();
+                self.apply_paths();
+                self.fault(FaultKind::CutOff, self.cut_began, self.now(), victim);
             }
         }
         Ok(())

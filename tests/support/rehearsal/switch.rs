@@ -526,6 +526,7 @@ pub(super) fn run(knobs: &Knobs) -> Result<Outcome, String> {
         settle_wait,
         install: None,
         operator: watch.as_ref().map(|w| w.read(&targets, t0)),
+        rotation: None,
         own_answers: BTreeMap::new(),
         switch: Some(SwitchFacts {
             stand_in,

@@ -203,7 +203,7 @@ fn scenario_verdicts(facts: &Facts) -> Vec<Verdict> {
             real_ignition(facts),
         ];
     }
-    vec![
+    let mut verdicts = vec![
         machines_served(facts),
         spec_negotiated(facts),
         rollout_rule(facts),
@@ -215,7 +215,9 @@ fn scenario_verdicts(facts: &Facts) -> Vec<Verdict> {
         write_budget(facts),
         metrics_agree(facts),
         real_ignition(facts),
-    ]
+    ];
+    verdicts.extend(super::faults::verdicts(facts));
+    verdicts
 }
 
 fn machines_served(facts: &Facts) -> Verdict {
@@ -313,6 +315,9 @@ struct ProofCheck {
     after: usize,
     stale: Vec<String>,
     unknown: Vec<String>,
+    /// Answers after the proof from the replica cut off from the API (its cache could not
+    /// know): the previous config, allowed; anything older is `unknown`.
+    cut_off_stale: usize,
 }
 
 fn proof_check<'a>(
@@ -328,7 +333,9 @@ fn proof_check<'a>(
         after: 0,
         stale: Vec::new(),
         unknown: Vec::new(),
+        cut_off_stale: 0,
     };
+    let cut_off = super::faults::cut_off_window(facts);
     for run in runs {
         let Some(served) = &run.served else { continue };
         let got = value(run).unwrap_or_default();
@@ -358,6 +365,15 @@ fn proof_check<'a>(
             .map(|a| a.started)
             .unwrap_or_default();
         if asked >= done + facts.knobs.settle {
+            let from_cut_off = cut_off.is_some_and(|(replica, began, ended)| {
+                asked >= began
+                    && asked <= ended + facts.knobs.settle
+                    && served_by(facts, run) == Some(replica)
+            });
+            if from_cut_off && got == old {
+                check.cut_off_stale += 1;
+                continue;
+            }
             check.after += 1;
             if got != new {
                 check.stale.push(format!(
@@ -379,6 +395,12 @@ fn proof_verdict(name: &'static str, what: &str, check: ProofCheck) -> Verdict {
         check.after - check.stale.len(),
         check.after
     );
+    if check.cut_off_stale > 0 {
+        detail.push_str(&format!(
+            "; {} asking the replica cut off from the API got the previous one (its cache could not know)",
+            check.cut_off_stale
+        ));
+    }
     for (label, items) in [
         ("early", &check.early),
         ("stale", &check.stale),
@@ -688,11 +710,51 @@ fn records_durable(facts: &Facts) -> Verdict {
             ));
         }
     }
+    // While the API cannot take records (the API server's restart, for everyone; the cut-off,
+    // for its replica), the bounded wait ends and the answer goes out with its record still
+    // pending: allowed for the answers given then (and counted), never beyond.
+    let outages: Vec<(Option<usize>, Duration, Duration)> = facts
+        .marks
+        .faults
+        .iter()
+        .filter_map(|f| match f.kind {
+            super::FaultKind::ApiRestart => Some((None, f.began, f.ended)),
+            super::FaultKind::CutOff => Some((Some(f.replica?), f.began, f.ended)),
+            _ => None,
+        })
+        .collect();
+    let slack = Duration::from_secs(3);
+    let during_outage = |index: usize| -> usize {
+        facts
+            .machines
+            .iter()
+            .flat_map(|m| &m.fetch.attempts)
+            .filter(|a| a.status() == Some(200))
+            .filter(|a| a.local.and_then(|l| replica_of(facts, l, a.started)) == Some(index))
+            .filter(|a| {
+                outages.iter().any(|(only, began, ended)| {
+                    only.is_none_or(|o| o == index)
+                        && a.ended >= *began
+                        && a.started <= *ended + slack
+                })
+            })
+            .count()
+    };
+    let mut allowed_text = Vec::new();
     let before_durable: Vec<String> = facts
         .replicas
         .iter()
-        .filter_map(|r| {
+        .enumerate()
+        .filter_map(|(index, r)| {
             let n = r.end.before_durable + r.before_kill.as_ref().map_or(0.0, |s| s.before_durable);
+            let allowed = during_outage(index) as f64;
+            if n > 0.0 && n <= allowed {
+                allowed_text.push(format!(
+                    "{} {n} of {allowed} answered while the API could not take records",
+                    r.name
+                ));
+                return None;
+            }
             (n > 0.0).then(|| format!("{} {n}", r.name))
         })
         .collect();
@@ -700,9 +762,10 @@ fn records_durable(facts: &Facts) -> Verdict {
         "no served record lost across the SIGKILL",
         lost.is_empty() && before_durable.is_empty(),
         format!(
-            "{} records lost ({by_killed} machines served by the killed replica before the kill, each on its MCN or in the shared records); answers before durable: {}{}",
+            "{} records lost ({by_killed} machines served by the killed replica before the kill, each on its MCN or in the shared records); answers before durable: {}{}{}",
             lost.len(),
             if before_durable.is_empty() { "0".to_string() } else { before_durable.join(", ") },
+            if allowed_text.is_empty() { String::new() } else { format!(" (allowed: {})", allowed_text.join(", ")) },
             if lost.is_empty() { String::new() } else { format!(" [{}]", list(&lost)) }
         ),
     )
