@@ -485,12 +485,18 @@ mod tests {
             [
                 Event::BuildStarts,
                 Event::Rollout,
+                Event::ApiStops,
+                Event::ApiStarts,
                 Event::BuildSucceeds,
+                Event::Compaction,
                 Event::Kill,
                 Event::Restart,
+                Event::CutOff,
+                Event::Rotation,
                 Event::WorkerProof,
                 Event::LayeredProof,
                 Event::Brownout(Duration::from_millis(400)),
+                Event::CutOffEnds,
                 Event::BrownoutEnds,
             ]
         );
