@@ -261,7 +261,11 @@ pub(super) fn watch_mcn_records(
     let noted = seen.clone();
     let thread = std::thread::spawn(move || {
         while !stop.is_set() {
-            for (name, mcn) in mcns_by_name(&api) {
+            // A real API server that is down (its restart) makes the list fail: try again at
+            // the next round rather than lose the monitor for the rest of the day.
+            let listed =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| mcns_by_name(&api)));
+            for (name, mcn) in listed.unwrap_or_default() {
                 if crate::cluster::mcn_annotation(&mcn, "bootstrap-served-at").is_some() {
                     noted
                         .lock()
