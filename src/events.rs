@@ -37,7 +37,9 @@
 //! of the same event (same reason, action and object within minutes) into one Event with a
 //! growing `series.count` (but a `FirstbootFailed`, above), and at most one Event is written
 //! per [`MIN_INTERVAL`]; notices beyond a bounded queue are dropped and counted
-//! (`mcs_events_total{result="dropped"}`).
+//! (`mcs_events_total{result="dropped"}`). A write the API could not take (no connection, a
+//! cut one, 429, 5xx: an API server restarting) is tried again with backoff for up to
+//! [`RETRY_FOR`]; a refusal (4xx) is not.
 //!
 //! Owns: which events exist, their wording, the leader-only publishing task. Must not touch:
 //! the request path beyond the non-blocking [`crate::server::notices::EventNotices`] calls.
@@ -67,6 +69,12 @@ pub const REPORTING_CONTROLLER: &str = "machineconfiguration.openshift.io/machin
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// An Event write that takes longer is given up.
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an Event the API could not take is tried again (an API server's restart, a
+/// control-plane node's reboot); the first retry waits [`RETRY_FIRST_DELAY`], each next one
+/// twice as long, at most [`RETRY_MAX_DELAY`].
+const RETRY_FOR: Duration = Duration::from_secs(60);
+const RETRY_FIRST_DELAY: Duration = Duration::from_millis(200);
+const RETRY_MAX_DELAY: Duration = Duration::from_secs(5);
 /// The API server's limit on `note`.
 const NOTE_LIMIT: usize = 1024;
 /// One Event to publish.
@@ -359,6 +367,25 @@ fn named_event(
     }
 }
 
+/// Whether a failed Event write may succeed if tried again: the API could not take it (no
+/// connection, a cut one, overload, a server error), rather than refusing it (a 4xx: the
+/// object, or our rights).
+fn retryable(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code == 429 || status.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+fn describe(result: &Result<Result<(), kube::Error>, tokio::time::error::Elapsed>) -> String {
+    match result {
+        Ok(Ok(())) => "none".into(),
+        Ok(Err(error)) => crate::telemetry::ErrorChain(error).to_string(),
+        Err(_) => format!("no answer within {}s", PUBLISH_TIMEOUT.as_secs()),
+    }
+}
+
 /// The leader's publisher state.
 struct Emitter {
     recorder: Recorder,
@@ -376,14 +403,70 @@ struct Emitter {
 }
 
 impl Emitter {
+    /// Writes `planned`; a write the API could not take (it is restarting, unreachable, or
+    /// answers 429 or 5xx) is tried again with backoff until [`RETRY_FOR`] has passed, so an
+    /// API server's restart does not swallow the Events of the moment (a machine's first-boot
+    /// failure is told once, from the notice: nothing else would tell it again).
     async fn publish(&mut self, planned: PlannedEvent) {
-        if let Some(last) = self.last_publish {
-            tokio::time::sleep_until(last + MIN_INTERVAL).await;
-        }
-        self.last_publish = Some(Instant::now());
         let object = planned.regarding.name.clone().unwrap_or_default();
         let kind = planned.regarding.kind.clone().unwrap_or_default();
-        let result = match &planned.name {
+        let first = Instant::now();
+        let mut delay = RETRY_FIRST_DELAY;
+        let mut attempts = 0_u32;
+        loop {
+            if let Some(last) = self.last_publish {
+                tokio::time::sleep_until(last + MIN_INTERVAL).await;
+            }
+            self.last_publish = Some(Instant::now());
+            attempts += 1;
+            let result = self.write(&planned).await;
+            let retry = match &result {
+                Ok(Ok(())) => false,
+                Ok(Err(error)) => retryable(error),
+                Err(_) => true,
+            };
+            if retry && first.elapsed() + delay < RETRY_FOR {
+                if attempts == 1 {
+                    tracing::info!(%kind, %object, reason = %planned.event.reason, error = %describe(&result), "could not publish event yet; trying again while the API server is back within {}s", RETRY_FOR.as_secs());
+                }
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(RETRY_MAX_DELAY);
+                continue;
+            }
+            match result {
+                Ok(Ok(())) => {
+                    self.metrics.kube_event("published");
+                    tracing::info!(%kind, %object, reason = %planned.event.reason, note = planned.event.note.as_deref().unwrap_or_default(), attempts, "published event");
+                }
+                Ok(Err(kube::Error::Api(status)))
+                    if status.code == 409 && planned.name.is_some() =>
+                {
+                    // Told already, by this leader or an earlier one (or by this write's own
+                    // earlier attempt, which the API took though its answer was lost).
+                    self.metrics.kube_event("already_published");
+                    tracing::debug!(%kind, %object, reason = %planned.event.reason, name = planned.name.as_deref().unwrap_or_default(), "event already published");
+                }
+                Ok(Err(kube::Error::Api(status))) if status.code == 403 => {
+                    // Not retried: the feature is off until the rights say otherwise.
+                    self.metrics.kube_event("failed");
+                    self.rights
+                        .refused(Feature::Events, "create or patch events (events.k8s.io)");
+                }
+                failed => {
+                    self.metrics.kube_event("failed");
+                    tracing::warn!(%kind, %object, reason = %planned.event.reason, error = %describe(&failed), attempts, "could not publish event");
+                }
+            }
+            return;
+        }
+    }
+
+    /// One write of `planned`, bounded by [`PUBLISH_TIMEOUT`].
+    async fn write(
+        &self,
+        planned: &PlannedEvent,
+    ) -> Result<Result<(), kube::Error>, tokio::time::error::Elapsed> {
+        match &planned.name {
             None => {
                 tokio::time::timeout(
                     PUBLISH_TIMEOUT,
@@ -392,7 +475,7 @@ impl Emitter {
                 .await
             }
             Some(name) => {
-                let event = named_event(name, &planned, &self.reporter);
+                let event = named_event(name, planned, &self.reporter);
                 tokio::time::timeout(
                     PUBLISH_TIMEOUT,
                     self.events
@@ -400,31 +483,6 @@ impl Emitter {
                 )
                 .await
                 .map(|created| created.map(|_| ()))
-            }
-        };
-        match result {
-            Ok(Ok(())) => {
-                self.metrics.kube_event("published");
-                tracing::info!(%kind, %object, reason = %planned.event.reason, note = planned.event.note.as_deref().unwrap_or_default(), "published event");
-            }
-            Ok(Err(kube::Error::Api(status))) if status.code == 409 && planned.name.is_some() => {
-                // Told already, by this leader or an earlier one.
-                self.metrics.kube_event("already_published");
-                tracing::debug!(%kind, %object, reason = %planned.event.reason, name = planned.name.as_deref().unwrap_or_default(), "event already published");
-            }
-            Ok(Err(kube::Error::Api(status))) if status.code == 403 => {
-                // Not retried: the feature is off until the rights say otherwise.
-                self.metrics.kube_event("failed");
-                self.rights
-                    .refused(Feature::Events, "create or patch events (events.k8s.io)");
-            }
-            Ok(Err(error)) => {
-                self.metrics.kube_event("failed");
-                tracing::warn!(%kind, %object, reason = %planned.event.reason, error = %crate::telemetry::ErrorChain(&error), "could not publish event");
-            }
-            Err(_) => {
-                self.metrics.kube_event("failed");
-                tracing::warn!(%kind, %object, reason = %planned.event.reason, "could not publish event in time");
             }
         }
     }
@@ -982,6 +1040,133 @@ mod tests {
         assert_eq!(refused.event.reason, "BootImageTooOld");
         let note = refused.event.note.unwrap();
         assert!(note.contains("2.14.0") && note.contains("2.20.0"), "{note}");
+    }
+
+    /// An API server that cuts the first two Event writes (read, then the connection closed
+    /// without an answer, as a kube-apiserver stopping does) and takes the third.
+    async fn api_that_cuts_the_first_writes(
+        listener: tokio::net::TcpListener,
+        cut: usize,
+    ) -> Vec<String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut seen = Vec::new();
+        loop {
+            let (mut connection, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buffer = [0_u8; 4096];
+            // Headers, then the body its Content-Length says.
+            let complete = loop {
+                let n = connection.read(&mut buffer).await.unwrap_or(0);
+                if n == 0 {
+                    break false;
+                }
+                request.extend_from_slice(&buffer[..n]);
+                let text = String::from_utf8_lossy(&request).to_string();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            let (name, value) = l.split_once(':')?;
+                            name.eq_ignore_ascii_case("content-length")
+                                .then(|| value.trim().parse::<usize>().ok())?
+                        })
+                        .unwrap_or(0);
+                    if request.len() >= end + 4 + length {
+                        break true;
+                    }
+                }
+            };
+            if !complete {
+                continue;
+            }
+            seen.push(
+                String::from_utf8_lossy(&request)
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned(),
+            );
+            if seen.len() <= cut {
+                drop(connection);
+                continue;
+            }
+            let body = r#"{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"e","namespace":"default"},"eventTime":null}"#;
+            let answer = format!(
+                "HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            connection.write_all(answer.as_bytes()).await.unwrap();
+            connection.shutdown().await.ok();
+            return seen;
+        }
+    }
+
+    /// The real kube-apiserver's restart during a rehearsal cut a FirstbootFailed write, and
+    /// the report was never told: a write the API could not take is tried again.
+    #[tokio::test]
+    async fn an_event_write_cut_by_an_api_restart_is_written_when_the_api_is_back() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let api = tokio::spawn(api_that_cuts_the_first_writes(listener, 2));
+        let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+        let reporter = Reporter {
+            controller: REPORTING_CONTROLLER.into(),
+            instance: None,
+        };
+        let metrics = Arc::new(Metrics::new());
+        let mut emitter = Emitter {
+            events: kube::Api::namespaced(client.clone(), "default"),
+            recorder: Recorder::new(client, reporter.clone()),
+            reporter,
+            metrics: metrics.clone(),
+            rights: Rights::fixed(
+                Grants::all_granted(Requirements::new(&Names::openshift())),
+                Arc::new(crate::source::cluster::NoopObserver),
+            ),
+            reported: None,
+            render_failures: HashMap::new(),
+            last_publish: None,
+        };
+        let failure = crate::server::served::FailureRecord {
+            pool: "layered".into(),
+            node_id: "node-1".into(),
+            stage: "firstboot-update".into(),
+            message: "could not pull".into(),
+            image: "quay.io".into(),
+            reported_at: std::time::SystemTime::UNIX_EPOCH,
+        };
+        let planned = emitter
+            .on_notice(
+                Notice::FirstbootFailed {
+                    address: "10.0.0.7".parse().unwrap(),
+                    failure,
+                },
+                &snapshot(Vec::new()),
+            )
+            .expect("an Event on the pool");
+        tokio::time::timeout(RETRY_FOR, emitter.publish(planned))
+            .await
+            .expect("the write ends within its retry time");
+        let seen = tokio::time::timeout(Duration::from_secs(5), api)
+            .await
+            .expect("the API took a write")
+            .unwrap();
+        assert_eq!(seen.len(), 3, "{seen:?}");
+        assert!(
+            seen.iter()
+                .all(|l| l.starts_with("POST /apis/events.k8s.io/v1/namespaces/default/events")),
+            "{seen:?}"
+        );
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"mcs_events_total{result="published"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"mcs_events_total{result="failed"} 0"#)
+                || !text.contains(r#"result="failed"} 1"#),
+            "{text}"
+        );
     }
 
     #[tokio::test]

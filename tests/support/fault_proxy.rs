@@ -20,6 +20,8 @@
 //!   kube-apiserver's priority and fairness sends.
 //! - `ServerErrors`: bursts of 500 and 503 (each burst one status; 1 s of errors every 2 s).
 //! - `WatchCuts`: every watch stream is cut (connection closed mid-stream) after a few seconds.
+//! - `RefuseWatches`: every watch request is answered 500 (lists and writes go through): a path
+//!   on which watches cannot resume.
 //! - `Gone`: etcd was compacted when the fault began: open watches end with the `ERROR` event
 //!   of a 410 `Expired` Status, and a watch from a resourceVersion at or below the compaction
 //!   gets the same, so clients must list again.
@@ -59,6 +61,7 @@ pub enum Fault {
     TooManyRequests { retry_after_secs: u32 },
     ServerErrors,
     WatchCuts { after: Duration },
+    RefuseWatches,
     Gone,
 }
 
@@ -527,6 +530,12 @@ async fn handle(
                 return answer(code, &[], status.to_string().into_bytes());
             }
         }
+        Fault::RefuseWatches if watch => {
+            outcome(500, true);
+            let status = status_body(500, "InternalError", "injected by the fault proxy");
+            return answer(500, &[], status.to_string().into_bytes());
+        }
+        Fault::RefuseWatches => {}
         Fault::Gone => {
             let compacted = control.compacted_at.load(Ordering::SeqCst);
             if let Some(version) = version.filter(|v| watch && *v <= compacted) {

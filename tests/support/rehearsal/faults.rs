@@ -255,7 +255,7 @@ pub struct Paths {
 impl Paths {
     pub fn fault_of(&self, index: usize) -> Fault {
         if self.broken == Some(index) {
-            Fault::ServerErrors
+            Fault::RefuseWatches
         } else if self.cut == Some(index) {
             Fault::Blackhole
         } else if let Some(latency) = self.latency {
@@ -705,6 +705,6 @@ mod tests {
             Fault::Latency(Duration::from_millis(400))
         );
         paths.broken = Some(1);
-        assert_eq!(paths.fault_of(1), Fault::ServerErrors);
+        assert_eq!(paths.fault_of(1), Fault::RefuseWatches);
     }
 }

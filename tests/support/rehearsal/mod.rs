@@ -132,7 +132,8 @@ pub struct Knobs {
     /// the whole day (libfaketime; default 300; 0: none).
     pub clock_ahead: Duration,
     /// `MCS_REHEARSAL_BREAK_WATCHES`: after the API restart one replica's path answers every
-    /// request 500 until the end, so that its watches never resume (default 0: what the
+    /// watch request 500 until the end (its lists and writes go through), so that its watches
+    /// never resume (default 0: what the
     /// verdicts must catch, as `MCS_REHEARSAL_DRAIN=0` is for the switch).
     pub break_watches: bool,
     /// `MCS_REHEARSAL_SETTLE_MS`: how long after a proof a replica may still answer what it
