@@ -334,6 +334,21 @@ fn a_report_to_any_replica_becomes_an_event_and_lands_on_the_machines_mcn_only()
     };
     assert!(ours(&fine).is_empty(), "{fine}");
     let cleared = failed;
+    // The report stays in the shared records once its MCN carries it (the records' housekeeping
+    // runs every second): a leader killed before telling its Event leaves it to the next one.
+    std::thread::sleep(Duration::from_secs(3));
+    let kept = api
+        .get(
+            "ConfigMap",
+            Some(MCO_NAMESPACE),
+            mcn::exchange::DEFAULT_NAME,
+        )
+        .map(|object| object.to_string())
+        .unwrap_or_default();
+    assert!(
+        kept.contains("failures") && kept.contains("127.0.0.5"),
+        "the report left the shared records once on its MCN: {kept}"
+    );
     // Still exactly one Event for the one report, whichever replica saw it.
     assert_eq!(events(&api, "worker", "FirstbootFailed").len(), 1);
     // The MCNs pass the CRD the API server validates them against (real ones: the real CRD).

@@ -47,7 +47,8 @@
 //! key when it expires ([`DEFAULT_TTL`]) or once it is settled ([`settled`]: its Node has an
 //! MCN with a bootstrap record, written by whichever replica leads); that housekeeping runs
 //! once a second. So the object holds only machines served but not yet joined, whatever the
-//! write rate.
+//! write rate. A first-boot failure report stays until it expires, even once its MCN carries
+//! it: it also owes an Event, which only the lease holder knows it told.
 //!
 //! # Reads
 //! Every replica watches the one object (a `metadata.name` field selector, so `resourceNames`
@@ -76,7 +77,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::desired::{has_bootstrap_record, has_failure_record};
+use super::desired::has_bootstrap_record;
 use super::matching::served_before;
 use crate::api::machineconfignode::MachineConfigNode;
 use crate::api::node::{created as node_created, internal_ips, name as node_name};
@@ -451,13 +452,6 @@ pub fn settled_addresses(snapshot: &Snapshot) -> HashMap<IpAddr, Option<SystemTi
     addresses_of_nodes_whose_mcn(snapshot, has_bootstrap_record)
 }
 
-/// The addresses whose failure reports have done their job, with the newest creation time of a
-/// Node there: a Node with that `InternalIP` has an MCN that carries a first-boot failure (or
-/// says it was cleared).
-pub fn settled_failure_addresses(snapshot: &Snapshot) -> HashMap<IpAddr, Option<SystemTime>> {
-    addresses_of_nodes_whose_mcn(snapshot, has_failure_record)
-}
-
 /// The `InternalIP`s of the Nodes whose MCN satisfies `carries`, each with the newest creation
 /// time of a Node there (`None` when any of them has none).
 fn addresses_of_nodes_whose_mcn(
@@ -486,17 +480,6 @@ fn addresses_of_nodes_whose_mcn(
         }
     }
     out
-}
-
-/// True when the failure reported from `address` is settled ([`settled_failure_addresses`]).
-pub fn failure_settled(
-    address: IpAddr,
-    failure: &FailureRecord,
-    settled: &HashMap<IpAddr, Option<SystemTime>>,
-) -> bool {
-    settled
-        .get(&address)
-        .is_some_and(|created| served_before(failure.reported_at, *created))
 }
 
 /// True when the record served to `address` is settled ([`settled_addresses`]): a recorded
@@ -992,13 +975,10 @@ impl Flusher {
         let snapshot = self.snapshots.borrow().clone();
         let ttl = self.settings.ttl;
         // Generation 0 is the empty snapshot before the caches synced: nothing is settled yet.
-        let (settled_here, failures_settled_here) = if snapshot.generation > 0 {
-            (
-                settled_addresses(&snapshot),
-                settled_failure_addresses(&snapshot),
-            )
+        let settled_here = if snapshot.generation > 0 {
+            settled_addresses(&snapshot)
         } else {
-            (HashMap::new(), HashMap::new())
+            HashMap::new()
         };
         let mut expired = 0;
         let mut settled_count = 0;
@@ -1016,19 +996,17 @@ impl Flusher {
             }
             true
         });
-        self.served.retain_failures(|address, failure| {
-            if now
+        // A failure report owes an Event as well as its MCN's annotations, and only the lease
+        // holder knows whether it told the Event (a leader SIGKILLed with it queued, or one
+        // whose queue was full, never did): so a report stays until its TTL, even once its
+        // MCN carries it, for a later leader to tell (a 409 where it was told). Reports are
+        // few and bounded to half the value's bytes.
+        self.served.retain_failures(|_, failure| {
+            let expired_now = now
                 .duration_since(failure.reported_at)
-                .is_ok_and(|age| age > ttl)
-            {
-                expired += 1;
-                return false;
-            }
-            if failure_settled(address, failure, &failures_settled_here) {
-                settled_count += 1;
-                return false;
-            }
-            true
+                .is_ok_and(|age| age > ttl);
+            expired += u64::from(expired_now);
+            !expired_now
         });
         self.metrics.mcn_records("expired", "", expired);
         self.metrics.mcn_records("settled", "", settled_count);
