@@ -105,6 +105,17 @@ pub(super) fn scrape(server: &Server, at: Duration) -> Option<Scrape> {
             out.before_durable += value;
         }
     }
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap_or_default();
+    let kib = |field: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    out.resident_kib = kib("VmRSS:");
+    out.peak_kib = kib("VmHWM:");
     Some(out)
 }
 

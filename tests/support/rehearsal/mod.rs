@@ -515,6 +515,9 @@ pub struct Scrape {
     pub before_durable: f64,
     /// When it was read, from the start of the storm.
     pub at: Duration,
+    /// Its process's resident and peak resident memory then (`VmRSS`, `VmHWM`), in KiB.
+    pub resident_kib: u64,
+    pub peak_kib: u64,
 }
 
 /// One replica over the day.

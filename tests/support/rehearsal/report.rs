@@ -492,6 +492,22 @@ pub fn fetch_table(facts: &Facts) -> String {
             ms(times.iter().max().copied().unwrap_or_default())
         );
     }
+    // Each replica's memory: its process at the end, and the one killed, just before.
+    let mib = |kib: u64| format!("{:.1} MiB", kib as f64 / 1024.0);
+    out.push_str("\n| replica | resident at the end | peak | peak before the SIGKILL |\n|---|---:|---:|---:|\n");
+    for replica in &facts.replicas {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            replica.name,
+            mib(replica.end.resident_kib),
+            mib(replica.end.peak_kib),
+            replica
+                .before_kill
+                .as_ref()
+                .map_or("-".to_string(), |s| mib(s.peak_kib))
+        );
+    }
     out
 }
 
