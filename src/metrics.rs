@@ -505,15 +505,25 @@ impl Metrics {
     }
 
     /// A machine reported a first-boot failure of `pool` at `stage` (a bounded label).
-    pub fn firstboot_failure(&self, pool: &PoolLabel, stage: &'static str) {
+    ///
+    /// `reported_at` is the report's time in the cluster's clock ([`crate::clock`]), so a
+    /// replica whose own clock is off does not date it minutes into the future or the past
+    /// (the dashboard and `MCSFirstbootFailures` compare it with Prometheus's time).
+    pub fn firstboot_failure(
+        &self,
+        pool: &PoolLabel,
+        stage: &'static str,
+        reported_at: SystemTime,
+    ) {
         let labels = FailureLabels {
             pool: self.pools.label(pool),
             stage,
         };
         self.firstboot_failures.get_or_create(&labels).inc();
-        self.firstboot_failure_last
-            .get_or_create(&labels)
-            .set(unix_now());
+        let secs = reported_at
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        self.firstboot_failure_last.get_or_create(&labels).set(secs);
     }
 
     /// A request to `/v1/node-failure` ended with `result`.
@@ -977,6 +987,26 @@ mod tests {
                 "{line} missing from:\n{text}"
             );
         }
+    }
+
+    #[test]
+    fn a_failure_report_is_dated_in_the_time_it_is_given() {
+        let metrics = Metrics::new();
+        // A replica whose clock runs 300 s ahead dates the report in the cluster's time.
+        let cluster_time = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        metrics.firstboot_failure(
+            &PoolLabel::new("worker", true),
+            "firstboot-update",
+            cluster_time,
+        );
+        let text = metrics.encode();
+        assert!(
+            text.lines().any(
+                |l| l.starts_with("mcs_firstboot_failure_last_timestamp_seconds{")
+                    && l.ends_with(" 1800000000")
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -513,7 +513,9 @@ async fn accept(state: &AppState, remote: Option<SocketAddr>, report: &FailureRe
     let pool = PoolLabel::new(&failure.pool, exists);
     let stage = stage_label(&failure.stage);
     state.metrics.node_failure_report("accepted");
-    state.metrics.firstboot_failure(&pool, stage);
+    state
+        .metrics
+        .firstboot_failure(&pool, stage, failure.reported_at);
     let address = remote.map(|r| r.ip().to_canonical());
     tracing::warn!(
         remote = %address.map(|a| a.to_string()).unwrap_or_default(),
