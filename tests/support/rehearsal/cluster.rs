@@ -9,6 +9,7 @@
 //! kube-apiserver when `KUBEBUILDER_ASSETS` names one.
 
 use std::net::Ipv4Addr;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -259,9 +260,39 @@ pub fn register(
     address: Ipv4Addr,
     boot_id: &str,
 ) -> Result<(), String> {
-    api.create(&kubelet_node(name, pool, address, boot_id))
-        .map(|_| ())
-        .map_err(|e| format!("node {name}: {e}"))
+    let node = kubelet_node(name, pool, address, boot_id);
+    let mut attempts = 0;
+    as_a_kubelet(|| {
+        attempts += 1;
+        match api.create(&node) {
+            // An earlier attempt was taken though its answer was lost.
+            Err(e) if e.code == 409 && attempts > 1 => Ok(()),
+            other => other.map(|_| ()),
+        }
+    })
+    .map_err(|e| format!("node {name}: {e}"))
+}
+
+/// How long a kubelet (or a daemon) goes on trying a write the API could not take; a real one
+/// never stops, the rehearsal's day is shorter than this.
+const KUBELET_RETRIES_FOR: Duration = Duration::from_secs(90);
+
+/// `write`, tried again as a kubelet does while the API cannot take it (no connection, 429,
+/// 5xx: the API server restarting); any other answer is final.
+fn as_a_kubelet(
+    mut write: impl FnMut() -> Result<(), crate::api_server::ApiError>,
+) -> Result<(), crate::api_server::ApiError> {
+    let until = std::time::Instant::now() + KUBELET_RETRIES_FOR;
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match write() {
+            Err(e) if (e.code == 429 || e.code >= 500) && std::time::Instant::now() < until => {
+                std::thread::sleep(delay);
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// The daemon of a joined machine reports the config (and image) it runs, done.
@@ -275,14 +306,9 @@ pub fn daemon_reports(
 }
 
 fn annotate(api: &ApiServer, name: &str, annotations: Value) -> Result<(), String> {
-    api.merge_patch(
-        "Node",
-        None,
-        name,
-        &json!({"metadata": {"annotations": annotations}}),
-    )
-    .map(|_| ())
-    .map_err(|e| format!("node {name}: {e}"))
+    let patch = json!({"metadata": {"annotations": annotations}});
+    as_a_kubelet(|| api.merge_patch("Node", None, name, &patch).map(|_| ()))
+        .map_err(|e| format!("node {name}: {e}"))
 }
 
 /// The operator starts rolling the worker pool to [`WORKER_NEXT`]: no node is updated for it

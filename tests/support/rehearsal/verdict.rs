@@ -495,6 +495,17 @@ fn mcn_records(facts: &Facts) -> Verdict {
     let mut checked = 0;
     let mut by_replica: BTreeMap<String, usize> = BTreeMap::new();
     for run in &facts.machines {
+        if run.served.is_some() && run.joined.is_none() && run.plan.fate != Fate::FailsForGood {
+            // Served, meant to join, and its kubelet could not register it: the day lost a
+            // Node the verdicts would otherwise not miss.
+            checked += 1;
+            wrong.push(format!(
+                "{}: its Node never registered ({})",
+                run.plan.name,
+                run.trouble.as_deref().unwrap_or("no reason")
+            ));
+            continue;
+        }
         let (Some(served), Some(_)) = (&run.served, &run.joined) else {
             continue;
         };
