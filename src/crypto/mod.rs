@@ -28,6 +28,8 @@ mod backend;
 mod openssl_aead;
 #[cfg(feature = "openssl")]
 mod openssl_hkdf;
+#[cfg(feature = "openssl")]
+mod openssl_hmac;
 #[cfg(not(any(feature = "aws-lc-rs", feature = "openssl")))]
 compile_error!("enable a TLS crypto backend: cargo feature `aws-lc-rs` (default) or `openssl`");
 

@@ -28,8 +28,9 @@ pub(super) fn key_provider() -> &'static dyn rustls::crypto::KeyProvider {
 /// run time (ChaCha20 and X25519MLKEM768 only where the loaded providers have them).
 pub(super) fn default_provider() -> CryptoProvider {
     let mut provider = rustls_openssl::default_provider();
+    let schedule = super::openssl_hkdf::KeySchedule::for_process();
     for suite in &mut provider.cipher_suites {
-        *suite = super::openssl_hkdf::with_tls13_fast_paths(*suite);
+        *suite = super::openssl_hkdf::with_tls13_fast_paths(*suite, schedule);
     }
     provider
 }

@@ -1,17 +1,21 @@
-//! TLS 1.3's HKDF for the OpenSSL backend: OpenSSL's own HKDF (the FIPS provider's in FIPS
-//! mode, as before), called through OpenSSL 3's KDF API (`EVP_KDF`, as libssl does) instead of
-//! the legacy `EVP_PKEY_derive` wrapper.
+//! TLS 1.3's key schedule for the OpenSSL backend, and the suites' assembly.
 //!
-//! Why: rustls-openssl runs every HKDF step through a new `EVP_PKEY_CTX`, and in OpenSSL 3.0
-//! each `EVP_PKEY_derive` step fetches the key-exchange wrapper, the KDF (several times) and the
-//! digest by name, under locks. A TLS 1.3 handshake takes about thirty steps; counting OpenSSL
-//! calls under `Connection: close` load (`perf probe`) found about 130 KDF, 60 key-exchange and
-//! 140 digest fetches per connection, nginx on the same OpenSSL about 6 and 14. The KDF API
-//! fetches the KDF once and the digest once per step. Only the API changes: the computation is
-//! OpenSSL's HKDF, checked against rustls-openssl's in the tests below. The TLS 1.3 suites built here
-//! (`with_tls13_fast_paths`) also take [`super::openssl_aead`]'s record protection. Must not
-//! touch: anything but HKDF and the suites' assembly (the suites' hash and HMAC stay
-//! rustls-openssl's).
+//! In FIPS mode ([`KeySchedule::Provider`]): OpenSSL's own HKDF (the FIPS provider's), called
+//! through OpenSSL 3's KDF API (`EVP_KDF`, as libssl does) instead of the legacy
+//! `EVP_PKEY_derive` wrapper. rustls-openssl runs every HKDF step through a new `EVP_PKEY_CTX`,
+//! and in OpenSSL 3.0 each `EVP_PKEY_derive` step fetches the key-exchange wrapper, the KDF
+//! (several times) and the digest by name, under locks. A TLS 1.3 handshake takes about thirty
+//! steps; counting OpenSSL calls under `Connection: close` load (`perf probe`) found about 130
+//! KDF, 60 key-exchange and 140 digest fetches per connection, nginx on the same OpenSSL about
+//! 6 and 14. The KDF API fetches the KDF once and the digest once per step.
+//!
+//! Outside FIPS mode ([`KeySchedule::Sha2Functions`]): rustls's HKDF over
+//! [`super::openssl_hmac`], HMAC on libcrypto's SHA-2 functions, which fetch nothing at all
+//! (the KDF API's fetches and parameter lists were still a sixth of the server's CPU under a
+//! connection-per-request load). Both compute what rustls-openssl's HKDF computes, checked in
+//! the tests below. The TLS 1.3 suites built here (`with_tls13_fast_paths`) also take
+//! [`super::openssl_aead`]'s record protection. Must not touch: anything but HKDF and the
+//! suites' assembly (the suites' transcript hash stays rustls-openssl's).
 
 use std::sync::OnceLock;
 
@@ -21,11 +25,12 @@ use openssl::md::{Md, MdRef};
 use rustls::crypto::cipher::Tls13AeadAlgorithm;
 use rustls::crypto::hash::HashAlgorithm;
 use rustls::crypto::hmac::Tag;
-use rustls::crypto::tls13::{Hkdf, HkdfExpander, OkmBlock, OutputLengthError};
+use rustls::crypto::tls13::{Hkdf, HkdfExpander, HkdfUsingHmac, OkmBlock, OutputLengthError};
 use rustls::crypto::CipherSuiteCommon;
 use rustls::{SupportedCipherSuite, Tls13CipherSuite};
 
 use super::openssl_aead::{AeadCipher, KeyedContextAead};
+use super::openssl_hmac::{HMAC_SHA256, HMAC_SHA384};
 
 /// The largest hash output of a TLS 1.3 suite (SHA-384).
 const MAX_HASH_LEN: usize = 48;
@@ -146,28 +151,55 @@ impl HkdfExpander for Expander {
     }
 }
 
-/// rustls-openssl's TLS 1.3 suites with this HKDF (each with its hash's) and keyed-context
-/// record protection, made once.
-fn registry() -> &'static [(&'static Tls13CipherSuite, &'static KdfApiHkdf)] {
-    static SUITES: OnceLock<Vec<(&'static Tls13CipherSuite, &'static KdfApiHkdf)>> =
-        OnceLock::new();
-    SUITES.get_or_init(|| {
+/// Which HKDF a process's TLS 1.3 suites run their key schedule on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum KeySchedule {
+    /// OpenSSL's HKDF through the KDF API, HMAC through rustls-openssl: every step in the
+    /// provider (the FIPS provider's in FIPS mode).
+    Provider,
+    /// HKDF over [`super::openssl_hmac`]'s HMAC on libcrypto's SHA-2 functions: no lookup, no
+    /// allocation per step. Outside FIPS mode only.
+    Sha2Functions,
+}
+
+impl KeySchedule {
+    /// The key schedule for this process: [`KeySchedule::Provider`] whenever OpenSSL runs with
+    /// the FIPS default property, whatever asked for it.
+    pub(super) fn for_process() -> Self {
+        use rustls::crypto::SecureRandom as _;
+        if rustls_openssl::SecureRandom.fips() {
+            KeySchedule::Provider
+        } else {
+            KeySchedule::Sha2Functions
+        }
+    }
+}
+
+/// rustls-openssl's TLS 1.3 suites with `schedule`'s HKDF (each with its hash's) and
+/// keyed-context record protection, made once per key schedule.
+fn registry(schedule: KeySchedule) -> &'static [(&'static Tls13CipherSuite, &'static dyn Hkdf)] {
+    type Suites = Vec<(&'static Tls13CipherSuite, &'static dyn Hkdf)>;
+    static SUITES: [OnceLock<Suites>; 2] = [OnceLock::new(), OnceLock::new()];
+    SUITES[schedule as usize].get_or_init(|| {
         rustls_openssl::ALL_CIPHER_SUITES
             .iter()
             .filter_map(|suite| match suite {
                 SupportedCipherSuite::Tls13(original) => {
-                    let (md, hash_len) = match original.common.hash_provider.algorithm() {
-                        HashAlgorithm::SHA256 => (Md::sha256(), 32),
-                        HashAlgorithm::SHA384 => (Md::sha384(), 48),
+                    let (md, hash_len, hmac) = match original.common.hash_provider.algorithm() {
+                        HashAlgorithm::SHA256 => (Md::sha256(), 32, &HMAC_SHA256),
+                        HashAlgorithm::SHA384 => (Md::sha384(), 48, &HMAC_SHA384),
                         _ => return None,
                     };
-                    // Three suites, once per process: leaked on purpose, as rustls wants
-                    // `'static` suites.
-                    let hkdf: &'static KdfApiHkdf = Box::leak(Box::new(KdfApiHkdf {
-                        md,
-                        hash_len,
-                        original: original.hkdf_provider,
-                    }));
+                    // Three suites per key schedule, once per process: leaked on purpose, as
+                    // rustls wants `'static` suites.
+                    let hkdf: &'static dyn Hkdf = match schedule {
+                        KeySchedule::Provider => Box::leak(Box::new(KdfApiHkdf {
+                            md,
+                            hash_len,
+                            original: original.hkdf_provider,
+                        })),
+                        KeySchedule::Sha2Functions => Box::leak(Box::new(HkdfUsingHmac(hmac))),
+                    };
                     let aead: &'static dyn Tls13AeadAlgorithm =
                         match AeadCipher::of(original.common.suite) {
                             Some(cipher) => Box::leak(Box::new(KeyedContextAead::new(
@@ -186,7 +218,7 @@ fn registry() -> &'static [(&'static Tls13CipherSuite, &'static KdfApiHkdf)] {
                         aead_alg: aead,
                         quic: original.quic,
                     }));
-                    Some((faster, hkdf))
+                    Some((faster, original.hkdf_provider))
                 }
                 SupportedCipherSuite::Tls12(_) => None,
             })
@@ -194,12 +226,16 @@ fn registry() -> &'static [(&'static Tls13CipherSuite, &'static KdfApiHkdf)] {
     })
 }
 
-/// `suite`, with this HKDF and keyed-context record protection when it is a TLS 1.3 suite.
-pub(super) fn with_tls13_fast_paths(suite: SupportedCipherSuite) -> SupportedCipherSuite {
+/// `suite`, with `schedule`'s HKDF and keyed-context record protection when it is a TLS 1.3
+/// suite.
+pub(super) fn with_tls13_fast_paths(
+    suite: SupportedCipherSuite,
+    schedule: KeySchedule,
+) -> SupportedCipherSuite {
     let SupportedCipherSuite::Tls13(original) = suite else {
         return suite;
     };
-    registry()
+    registry(schedule)
         .iter()
         .find(|(faster, _)| faster.common.suite == original.common.suite)
         .map_or(suite, |(faster, _)| SupportedCipherSuite::Tls13(faster))
@@ -209,11 +245,13 @@ pub(super) fn with_tls13_fast_paths(suite: SupportedCipherSuite) -> SupportedCip
 mod tests {
     use super::*;
 
-    /// Same outputs as rustls-openssl's HKDF, step after step on one thread's context.
+    /// Same outputs as rustls-openssl's HKDF, step after step, for both key schedules; the
+    /// finished MACs too.
     #[test]
     fn outputs_equal_rustls_openssls_hkdf() {
-        for (suite, hkdf) in registry() {
-            let original = hkdf.original;
+        let schedules = [KeySchedule::Provider, KeySchedule::Sha2Functions];
+        for (suite, original) in schedules.into_iter().flat_map(registry) {
+            let original = *original;
             let faster = suite.hkdf_provider;
             for round in 0u8..4 {
                 let secret = [round; 40];
@@ -244,22 +282,32 @@ mod tests {
                         .expand_block(&info[1..])
                         .as_ref()
                 );
+                assert_eq!(
+                    faster.hmac_sign(&okm, b"finished").as_ref(),
+                    original.hmac_sign(&okm, b"finished").as_ref()
+                );
             }
         }
-        assert_eq!(registry().len(), 3);
+        assert_eq!(registry(KeySchedule::Provider).len(), 3);
+        assert_eq!(registry(KeySchedule::Sha2Functions).len(), 3);
     }
 
     #[test]
     fn tls12_suites_are_left_as_they_are() {
         let suite = rustls_openssl::cipher_suite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256;
-        assert!(matches!(
-            with_tls13_fast_paths(suite),
-            SupportedCipherSuite::Tls12(_)
-        ));
-        let tls13 = rustls_openssl::cipher_suite::TLS13_AES_256_GCM_SHA384;
-        let SupportedCipherSuite::Tls13(replaced) = with_tls13_fast_paths(tls13) else {
-            panic!("a TLS 1.3 suite stays TLS 1.3");
-        };
-        assert_eq!(replaced.common.suite, tls13.suite());
+        for schedule in [KeySchedule::Provider, KeySchedule::Sha2Functions] {
+            assert!(matches!(
+                with_tls13_fast_paths(suite, schedule),
+                SupportedCipherSuite::Tls12(_)
+            ));
+            let tls13 = rustls_openssl::cipher_suite::TLS13_AES_256_GCM_SHA384;
+            let SupportedCipherSuite::Tls13(replaced) = with_tls13_fast_paths(tls13, schedule)
+            else {
+                panic!("a TLS 1.3 suite stays TLS 1.3");
+            };
+            assert_eq!(replaced.common.suite, tls13.suite());
+        }
+        // Without the FIPS provider loaded, this process's key schedule is the fast one.
+        assert_eq!(KeySchedule::for_process(), KeySchedule::Sha2Functions);
     }
 }
