@@ -59,7 +59,7 @@ REST_SECONDS=${MCS_BENCH_REST_SECONDS:-5}
 die() { echo "benches/run.sh: $*" >&2; exit 1; }
 
 missing=()
-for tool in nginx wrk curl python3 cargo sha256sum; do
+for tool in nginx wrk curl openssl python3 cargo sha256sum; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 if ((${#missing[@]})); then
@@ -256,13 +256,26 @@ CLK_TCK=$(getconf CLK_TCK)
 #   connection from an address never used before in this run of the script (LOADGEN_BLOCK: a
 #   /16 of 127.0.0.0/8 per run).
 LOADGEN_BLOCK=16
+# wrk's OpenSSL offers TLS 1.3 suites in OpenSSL's order (AES-256-GCM first) and both servers
+# take the client's order; Ignition (Go's crypto/tls, on CPUs with AES) offers AES-128-GCM
+# first, as loadgen does. This configuration makes wrk's ClientHello offer Ignition's order, so
+# nginx and our server encrypt with the suite a machine gets.
+cat >"$WORK/wrk-openssl.cnf" <<'EOF'
+openssl_conf = openssl_init
+[openssl_init]
+ssl_conf = ssl_sect
+[ssl_sect]
+system_default = system_default_sect
+[system_default_sect]
+Ciphersuites = TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256
+EOF
 run_load() {
     local label=$1 generator=$2 scenario=$3 targets=$4 port=$5 out
     out="$WORK/load-$label.txt"
     if [[ $generator == wrk ]]; then
         local extra=()
         [[ $scenario == close ]] && extra=(-H 'Connection: close')
-        MCS_BENCH_TARGETS=$targets timeout $((DURATION + 60)) \
+        MCS_BENCH_TARGETS=$targets OPENSSL_CONF="$WORK/wrk-openssl.cnf" timeout $((DURATION + 60)) \
             wrk -t "$THREADS" -c "$CONNECTIONS" -d "${DURATION}s" --timeout 10s --latency \
             -s "$REPO/benches/wrk/report.lua" \
             -H "User-Agent: $USER_AGENT" -H 'Accept-Encoding: identity' \
@@ -424,6 +437,14 @@ verify_same_bytes() { # TARGETS WWW: nginx and each of our builds serve the same
             cmp -s "$WORK/ours-check" "$2/$version$path" ||
                 die "the $build build does not serve the same bytes for $path at spec $version"
         done
+    done
+    # wrk's ClientHello (its OpenSSL configuration above) gets every server Ignition's suite.
+    local port suite
+    for port in "$NGINX_PORT" $( ((run_ours)) && for build in "${BUILD_LIST[@]}"; do echo "${OURS_PORT[$build]}"; done); do
+        suite=$(OPENSSL_CONF="$WORK/wrk-openssl.cnf" timeout 10 openssl s_client -connect "127.0.0.1:$port" \
+            </dev/null 2>/dev/null | sed -n 's/^New, TLSv1.3, Cipher is //p')
+        [[ $suite == TLS_AES_128_GCM_SHA256 ]] ||
+            die "a client offering Ignition's TLS 1.3 suites got '$suite' from 127.0.0.1:$port, not TLS_AES_128_GCM_SHA256"
     done
 }
 

@@ -99,16 +99,19 @@ impl From<Router> for Service {
 /// How much of an answer not yet sent may sit in an accepted socket's kernel buffer
 /// (`TCP_NOTSENT_LOWAT`): the socket takes no more bytes while this many wait unsent, whatever
 /// is in flight. Without it the kernel lets a socket's send queue grow to megabytes (up to the
-/// `tcp_wmem` maximum): a rendered config is about as large, so every machine that reads slowly
-/// or stops reading holds its whole answer in kernel memory, which the pod's memory cgroup is
-/// charged for (3.7 MB per stalled machine before, 0.1-0.2 MB with this). Under the cluster
-/// bench's storm it also moved where the work happens: with whole answers queued, clients spent
-/// their CPU transmitting the server's segments on its behalf; encrypting and sending just in
-/// time cut the `Connection: close` p99 from about nginx's to 0.6-0.8x of it and the kernel's
-/// TCP memory during the load by two thirds (benches/README.md, "Sixth pass"). 16 KiB measured the
-/// same; 128 KiB takes fewer wake-ups. In-flight data (the congestion window) is not limited, so
-/// a long, fast path still fills.
-pub const UNSENT_LOW_WATER: u32 = 128 * 1024;
+/// `tcp_wmem` maximum): a machine that reads slowly or stops reading holds that much of its
+/// answer in kernel memory, which the pod's memory cgroup is charged for (3.7 MB of a 4 MB
+/// answer per stalled machine without it, at most about this much with it).
+///
+/// 1 MiB: a typical rendered config (the realistic fixture's master answer is 0.4 MB) goes to
+/// the kernel whole, in the poll that starts it; a multi-megabyte one goes out just in time.
+/// At 128 KiB (before issue 58) a 0.4 MB answer took four or more wake-ups, and its TLS
+/// records, allocated in one poll and freed in another, often on the other worker thread,
+/// went back to the allocator's arena and were purged and faulted in again (`dirty_decay_ms:0`
+/// in `.cargo/config.toml`): with a connection per request the server's CPU per answer was a
+/// quarter higher and the client's a tenth (benches/README.md, "The per-connection row").
+/// In-flight data (the congestion window) is not limited, so a long, fast path still fills.
+pub const UNSENT_LOW_WATER: u32 = 1024 * 1024;
 
 /// Socket options of an accepted connection: answers go out as they are written (no Nagle
 /// delay), and little of one waits in the kernel ([`UNSENT_LOW_WATER`]). Best effort: a socket
