@@ -381,3 +381,34 @@ fn served_in_every_spec(fixture: &std::path::Path) {
     assert_eq!(server.http("GET", "/config/arbiter", &[]).status, 404);
     assert_eq!(server.http("GET", "/config/worker", &[]).status, 500);
 }
+
+/// The text log's line for a config request names the spec version once, with the version
+/// served (a span field recorded twice was printed twice: `spec_version="3.4.0"
+/// spec_version="3.4.0"`).
+#[test]
+fn the_request_log_line_names_the_spec_version_once() {
+    let server = example();
+    assert_eq!(
+        server
+            .http("GET", "/config/master", &[("Accept", IGNITION_3_4)])
+            .status,
+        200
+    );
+    let line = mcs::poll(
+        "the request's log line",
+        std::time::Duration::from_secs(10),
+        || {
+            server
+                .output()
+                .lines()
+                .find(|line| line.contains("config request answered"))
+                .map(str::to_owned)
+        },
+    );
+    assert_eq!(
+        line.matches("spec_version=").count(),
+        1,
+        "one spec_version in: {line}"
+    );
+    assert!(line.contains("spec_version=\"3.4.0\""), "{line}");
+}

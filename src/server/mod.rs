@@ -337,7 +337,8 @@ async fn answer_config(
     }
     let version = match accept::negotiate(accept_header.as_deref()) {
         Ok(version) => {
-            telemetry::record_spec_version(&tracing::Span::current(), version);
+            // The span's spec_version is recorded once, with the answer: the text log would
+            // print a field recorded twice twice.
             observed.version = Some(version);
             version
         }
@@ -347,6 +348,7 @@ async fn answer_config(
         }
     };
     if !ready_within(&state.ready, READY_WAIT).await {
+        telemetry::record_spec_version(&tracing::Span::current(), version);
         tracing::info!(%pool, "not ready: the caches every pool reads have not synced yet");
         return empty(StatusCode::SERVICE_UNAVAILABLE);
     }
@@ -420,6 +422,7 @@ async fn answer_config(
             ok_json(&rendered, Body::empty())
         }
         Err(e) => {
+            telemetry::record_spec_version(&tracing::Span::current(), version);
             let status = match &*e {
                 RenderError::PoolNotServed(_) | RenderError::UnknownPool(_) if traversal => {
                     StatusCode::NOT_FOUND
