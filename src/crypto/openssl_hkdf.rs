@@ -176,7 +176,8 @@ impl KeySchedule {
 }
 
 /// rustls-openssl's TLS 1.3 suites with `schedule`'s HKDF (each with its hash's) and
-/// keyed-context record protection, made once per key schedule.
+/// keyed-context record protection, made once per key schedule; each beside rustls-openssl's
+/// own HKDF for its hash, which the tests compare it with.
 fn registry(schedule: KeySchedule) -> &'static [(&'static Tls13CipherSuite, &'static dyn Hkdf)] {
     type Suites = Vec<(&'static Tls13CipherSuite, &'static dyn Hkdf)>;
     static SUITES: [OnceLock<Suites>; 2] = [OnceLock::new(), OnceLock::new()];
