@@ -140,6 +140,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     let Service { router, commit } = service.into();
+    // Held until the backlog's connections at shutdown are handed over: the records writer's
+    // last writes wait for those answers too.
+    let listening = commit.as_ref().map(GroupCommit::listener);
     // Every connection holds a receiver: the sender sees them all gone once drained.
     let (stopping, stopping_rx) = watch::channel(false);
     let local = listener.local_addr().ok();
@@ -221,6 +224,8 @@ pub async fn serve(
     for (stream, remote) in pending {
         spawn(stream, remote, permits.clone().try_acquire_owned().ok());
     }
+    // Every connection this listener will serve now counts as open.
+    drop(listening);
     drop(stopping_rx);
     tracing::info!(address = ?local, "listener stopped accepting; draining connections");
     if tokio::time::timeout(limits.shutdown_grace, stopping.closed())
