@@ -121,12 +121,23 @@ pub struct Ports {
 }
 
 impl Ports {
-    /// Three free loopback ports.
+    /// Three free loopback ports, all different: each is released before the next is asked
+    /// for, so the kernel may hand out the same one twice (the server then refuses the metrics
+    /// address as a serving port's, a usage error, not a bind failure to retry).
     pub fn free() -> Ports {
+        let secure = free_port();
+        let mut insecure = free_port();
+        while insecure == secure {
+            insecure = free_port();
+        }
+        let mut metrics = free_port();
+        while metrics == secure || metrics == insecure {
+            metrics = free_port();
+        }
         Ports {
-            secure: free_port(),
-            insecure: free_port(),
-            metrics: free_port(),
+            secure,
+            insecure,
+            metrics,
         }
     }
 }
