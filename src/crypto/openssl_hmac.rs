@@ -47,7 +47,7 @@ impl Sha2 {
         }
     }
 
-    fn digest(self, data: &[u8]) -> Digest {
+    fn digest(self, data: &[u8]) -> Tag {
         let mut state = self.start();
         state.update(data);
         state.finish()
@@ -69,39 +69,17 @@ impl State {
         }
     }
 
-    fn finish(self) -> Digest {
-        let mut digest = Digest {
-            bytes: [0; MAX_OUTPUT_LEN],
-            len: 0,
-        };
+    /// The hash (rustls's `Tag` holds any SHA-2 output).
+    fn finish(self) -> Tag {
         match self {
-            State::Sha256(state) => {
-                digest.bytes[..32].copy_from_slice(&state.finish());
-                digest.len = 32;
-            }
-            State::Sha384(state) => {
-                digest.bytes[..48].copy_from_slice(&state.finish());
-                digest.len = 48;
-            }
+            State::Sha256(state) => Tag::new(&state.finish()),
+            State::Sha384(state) => Tag::new(&state.finish()),
         }
-        digest
     }
 }
 
-/// The largest output (SHA-384) and block (SHA-384's 128 bytes).
-const MAX_OUTPUT_LEN: usize = 48;
+/// The largest block (SHA-384's 128 bytes).
 const MAX_BLOCK_LEN: usize = 128;
-
-struct Digest {
-    bytes: [u8; MAX_OUTPUT_LEN],
-    len: usize,
-}
-
-impl Digest {
-    fn as_slice(&self) -> &[u8] {
-        &self.bytes[..self.len]
-    }
-}
 
 /// HMAC with one of the SHA-2 hashes ([`rustls::crypto::hmac::Hmac`]).
 #[derive(Debug)]
@@ -134,7 +112,7 @@ impl KeyedHmac {
         let hashed;
         let key = if key.len() > block_len {
             hashed = hash.digest(key);
-            hashed.as_slice()
+            hashed.as_ref()
         } else {
             key
         };
@@ -167,8 +145,8 @@ impl Key for KeyedHmac {
         inner.update(last);
         let inner = inner.finish();
         let mut outer = self.outer.clone();
-        outer.update(inner.as_slice());
-        Tag::new(outer.finish().as_slice())
+        outer.update(inner.as_ref());
+        outer.finish()
     }
 
     fn tag_len(&self) -> usize {
