@@ -111,23 +111,13 @@ impl GroupCommit {
 
     /// A connection of a serving port opened; it counts until the handle is dropped.
     pub fn connection(&self) -> OpenConnection {
-        self.inner
-            .activity
-            .send_modify(|activity| activity.open += 1);
-        OpenConnection {
-            inner: self.inner.clone(),
-        }
+        Counted::new(&self.inner, |activity| &mut activity.open)
     }
 
     /// A serving listener started; it counts until the handle is dropped, which it does once it
     /// has handed over every connection it will (its backlog's, at shutdown).
     pub fn listener(&self) -> OpenListener {
-        self.inner
-            .activity
-            .send_modify(|activity| activity.listening += 1);
-        OpenListener {
-            inner: self.inner.clone(),
-        }
+        Counted::new(&self.inner, |activity| &mut activity.listening)
     }
 
     /// Waits at most `bound` for record `sequence` to be durable. The answer counts as waiting
@@ -177,29 +167,40 @@ impl GroupCommit {
 }
 
 /// An open connection of a serving port (see [`GroupCommit::connection`]).
-#[derive(Debug)]
-pub struct OpenConnection {
-    inner: Arc<Inner>,
-}
-
-impl Drop for OpenConnection {
-    fn drop(&mut self) {
-        self.inner
-            .activity
-            .send_modify(|activity| activity.open = activity.open.saturating_sub(1));
-    }
-}
+pub type OpenConnection = Counted;
 
 /// A serving listener of [`GroupCommit::listener`], until it has handed over its last
 /// connection.
-pub struct OpenListener {
+pub type OpenListener = Counted;
+
+/// One count of [`Activity`] (which one, `count` says), held while this lives.
+pub struct Counted {
     inner: Arc<Inner>,
+    count: fn(&mut Activity) -> &mut usize,
 }
 
-impl Drop for OpenListener {
+impl Counted {
+    fn new(inner: &Arc<Inner>, count: fn(&mut Activity) -> &mut usize) -> Self {
+        inner.activity.send_modify(|activity| *count(activity) += 1);
+        Counted {
+            inner: inner.clone(),
+            count,
+        }
+    }
+}
+
+impl std::fmt::Debug for Counted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Counted")
+    }
+}
+
+impl Drop for Counted {
     fn drop(&mut self) {
+        let count = self.count;
         self.inner.activity.send_modify(|activity| {
-            activity.listening = activity.listening.saturating_sub(1);
+            let counted = count(activity);
+            *counted = counted.saturating_sub(1);
         });
     }
 }

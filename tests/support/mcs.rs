@@ -125,19 +125,18 @@ impl Ports {
     /// for, so the kernel may hand out the same one twice (the server then refuses the metrics
     /// address as a serving port's, a usage error, not a bind failure to retry).
     pub fn free() -> Ports {
-        let secure = free_port();
-        let mut insecure = free_port();
-        while insecure == secure {
-            insecure = free_port();
-        }
-        let mut metrics = free_port();
-        while metrics == secure || metrics == insecure {
-            metrics = free_port();
-        }
+        let mut taken: Vec<u16> = Vec::with_capacity(3);
+        let mut next = || loop {
+            let port = free_port();
+            if !taken.contains(&port) {
+                taken.push(port);
+                return port;
+            }
+        };
         Ports {
-            secure,
-            insecure,
-            metrics,
+            secure: next(),
+            insecure: next(),
+            metrics: next(),
         }
     }
 }
